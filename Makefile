@@ -1,0 +1,41 @@
+# Every target bootstraps .venv from pyproject.toml on first use (and refreshes it when pyproject changes).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SAMPLE_PORT ?= 8765
+
+.PHONY: demo test lint serve synth bench tokens spec-schema clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	@$(PY) -m progressive_mcp.demo
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+tokens: $(STAMP)
+	@$(VENV)/bin/progressive-mcp tokens
+
+bench: $(STAMP)
+	@$(PY) bench/run.py
+
+spec-schema: $(STAMP)
+	$(VENV)/bin/progressive-mcp spec schema > spec/spec.schema.json
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

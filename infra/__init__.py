@@ -1,0 +1,1 @@
+"""CDK app for deploying the endpoint (built in the AWS issue)."""

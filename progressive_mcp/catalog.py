@@ -1,0 +1,231 @@
+"""The catalog: every tool of a spec as an MCP tool definition, with content hashes and a version.
+
+Built once per process from a spec and never changed afterwards, so one instance can be shared
+by all threads and requests. Example::
+
+    catalog = Catalog.from_spec(load_spec("spec/alphavantage.yaml"))
+    catalog.get("GLOBAL_QUOTE").input_schema["required"]   # ['symbol']
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from progressive_mcp.errors import UnknownTool
+from progressive_mcp.spec import ApiSpec, ResolvedParam, Spec, ToolSpec, load_spec, resolve_params
+
+TOOL_ANNOTATIONS: Mapping[str, bool] = MappingProxyType(
+    {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": True}
+)
+PREMIUM_NOTE = " Premium: needs a paid upstream plan."
+
+
+def default_spec_path() -> Path:
+    """The bundled Alpha Vantage spec, next to the package in a source checkout."""
+    return Path(__file__).resolve().parent.parent / "spec" / "alphavantage.yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogTool:
+    """One tool: what the spec says, and its MCP definition (`input_schema`, `content_hash`)."""
+
+    name: str
+    title: str
+    category: str
+    summary: str
+    description: str
+    params: tuple[ResolvedParam, ...]
+    input_schema: Mapping[str, Any]
+    keywords: tuple[str, ...]
+    examples: tuple[str, ...]
+    cache_ttl_s: int
+    premium: bool
+    content_hash: str
+    require_any: tuple[tuple[str, ...], ...] = ()
+
+    def definition(self) -> dict[str, Any]:
+        """The MCP tool definition (wire shape, camelCase) as plain JSON data."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": _thaw(self.input_schema),
+            "annotations": dict(TOOL_ANNOTATIONS),
+        }
+
+    def param(self, name: str) -> ResolvedParam | None:
+        return next((p for p in self.params if p.name == name), None)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """All tools of one spec; immutable after construction and safe to share across threads."""
+
+    api: ApiSpec
+    categories: Mapping[str, str]
+    tools: tuple[CatalogTool, ...]
+    version: str
+    _by_name: Mapping[str, CatalogTool] = field(repr=False)
+    _validators: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _validators_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @classmethod
+    def from_spec(cls, spec: Spec) -> Catalog:
+        tools = tuple(_build_tool(spec, tool) for tool in spec.tools)
+        return cls(
+            api=spec.api,
+            categories=MappingProxyType(dict(spec.categories)),
+            tools=tools,
+            version=catalog_version(tools),
+            _by_name=MappingProxyType({t.name: t for t in tools}),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> Catalog:
+        return cls.from_spec(load_spec(path or default_spec_path()))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def get(self, name: str) -> CatalogTool:
+        """The tool called `name`; raises UnknownTool naming the closest real tools."""
+        tool = self._by_name.get(name)
+        if tool is None:
+            tool = self._by_name.get(name.strip().upper())
+        if tool is None:
+            raise UnknownTool(name, self.suggest(name))
+        return tool
+
+    def suggest(self, name: str, limit: int = 3) -> list[str]:
+        """Real tool names closest to a wrong one (spelling first, then shared words)."""
+        wanted = name.strip().upper().replace("-", "_").replace(" ", "_")
+        names = list(self._by_name)
+        close = difflib.get_close_matches(wanted, names, n=limit, cutoff=0.6)
+        if len(close) < limit:
+            words = {w for w in wanted.split("_") if len(w) > 2}
+            by_overlap = sorted(
+                (n for n in names if n not in close and words & set(n.split("_"))),
+                key=lambda n: (-len(words & set(n.split("_"))), len(n)),
+            )
+            close += by_overlap[: limit - len(close)]
+        return close
+
+    def in_categories(self, categories: frozenset[str] | None) -> tuple[CatalogTool, ...]:
+        if not categories:
+            return self.tools
+        return tuple(t for t in self.tools if t.category in categories)
+
+    def validator(self, name: str) -> Any:
+        """The compiled jsonschema-rs validator for a tool, built on first use and kept."""
+        validator = self._validators.get(name)
+        if validator is None:
+            import jsonschema_rs  # imported on first call: discovery alone never needs it
+
+            with self._validators_lock:
+                validator = self._validators.get(name)
+                if validator is None:
+                    schema = _thaw(self.get(name).input_schema)
+                    validator = jsonschema_rs.Draft202012Validator(schema)
+                    self._validators[name] = validator
+        return validator
+
+
+def catalog_version(tools: tuple[CatalogTool, ...]) -> str:
+    """A short digest over every tool's content hash: changes when any tool changes."""
+    digest = hashlib.sha256()
+    for tool in sorted(tools, key=lambda t: t.name):
+        digest.update(f"{tool.name}:{tool.content_hash}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def content_hash(name: str, description: str, input_schema: Mapping[str, Any]) -> str:
+    """SHA-256 over name | description | parameters (the ScaleMCP synchronisation key)."""
+    params = json.dumps(_thaw(input_schema), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{name}|{description}|{params}".encode()).hexdigest()
+
+
+def _build_tool(spec: Spec, tool: ToolSpec) -> CatalogTool:
+    params = tuple(resolve_params(spec, tool))
+    description = " ".join(tool.description.split())
+    if tool.premium:
+        description += PREMIUM_NOTE
+    schema = input_schema(params, tool.require_any)
+    return CatalogTool(
+        name=tool.name,
+        title=tool.title or tool.name,
+        category=tool.category,
+        summary=tool.summary,
+        description=description,
+        params=params,
+        input_schema=_freeze(schema),
+        keywords=tuple(tool.keywords),
+        examples=tuple(tool.examples),
+        cache_ttl_s=tool.cache_ttl_s if tool.cache_ttl_s is not None else spec.api.default_cache_ttl_s,
+        premium=tool.premium,
+        content_hash=content_hash(tool.name, description, schema),
+        require_any=tuple(tuple(group) for group in tool.require_any),
+    )
+
+
+def input_schema(params: tuple[ResolvedParam, ...], require_any: list[list[str]]) -> dict[str, Any]:
+    """JSON Schema 2020-12 (the MCP default dialect) for a tool's arguments."""
+    properties: dict[str, Any] = {}
+    for p in params:
+        prop: dict[str, Any] = {"type": p.type}
+        if p.description:
+            prop["description"] = " ".join(p.description.split())
+        if p.enum is not None:
+            prop["enum"] = list(p.enum)
+        if p.default is not None:
+            prop["default"] = p.default
+        if p.pattern is not None:
+            prop["pattern"] = p.pattern
+        if p.format is not None:
+            prop["format"] = p.format
+        if p.minimum is not None:
+            prop["minimum"] = p.minimum
+        if p.maximum is not None:
+            prop["maximum"] = p.maximum
+        if p.examples is not None:
+            prop["examples"] = list(p.examples)
+        properties[p.name] = prop
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    required = [p.name for p in params if p.required]
+    if required:
+        schema["required"] = required
+    if require_any:
+        groups = [{"anyOf": [{"required": [name]} for name in group]} for group in require_any]
+        if len(groups) == 1:
+            schema.update(groups[0])
+        else:
+            schema["allOf"] = groups
+    schema["additionalProperties"] = False
+    return schema
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    """A plain, JSON-ready copy of frozen catalog data (callers may change it freely)."""
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value

@@ -1,0 +1,98 @@
+"""The `progressive-mcp` command: run the stdio server, check a spec, report token counts.
+
+Example::
+
+    progressive-mcp spec check spec/alphavantage.yaml
+    progressive-mcp stdio --mode hybrid
+    progressive-mcp tokens
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from progressive_mcp.catalog import Catalog, default_spec_path
+from progressive_mcp.errors import ProgressiveMCPError
+
+
+def _spec_check(args: argparse.Namespace) -> int:
+    failed = 0
+    for path in args.files or [str(default_spec_path())]:
+        try:
+            catalog = Catalog.load(Path(path))
+        except ProgressiveMCPError as exc:
+            print(exc, file=sys.stderr)
+            failed += 1
+            continue
+        print(f"{path}: OK: {len(catalog)} tools in {len(catalog.categories)} categories, version {catalog.version}")
+    return 1 if failed else 0
+
+
+def _spec_schema(_args: argparse.Namespace) -> int:
+    from progressive_mcp.spec import spec_json_schema_text
+
+    sys.stdout.write(spec_json_schema_text())
+    return 0
+
+
+def _stdio(args: argparse.Namespace) -> int:
+    from stdio_server.server import run
+
+    return run(args)
+
+
+def _tokens(args: argparse.Namespace) -> int:
+    from progressive_mcp.report import token_report
+
+    try:
+        print(token_report(Path(args.spec) if args.spec else None, as_json=args.json))
+    except ProgressiveMCPError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+def _sample_upstream(args: argparse.Namespace) -> int:
+    from progressive_mcp import sample_upstream
+
+    return sample_upstream.main(args.rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from stdio_server.server import add_server_flags
+
+    parser = argparse.ArgumentParser(prog="progressive-mcp", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    spec = commands.add_parser("spec", help="check a spec file or print the spec format's JSON Schema")
+    spec_commands = spec.add_subparsers(dest="spec_command", required=True)
+    check = spec_commands.add_parser("check", help="validate spec files; names tool, field and line of each problem")
+    check.add_argument("files", nargs="*", help="spec files (default: the bundled one)")
+    check.set_defaults(func=_spec_check)
+    schema = spec_commands.add_parser("schema", help="print the JSON Schema of the spec format")
+    schema.set_defaults(func=_spec_schema)
+
+    stdio = commands.add_parser("stdio", help="run the MCP server over stdio")
+    add_server_flags(stdio)
+    stdio.set_defaults(func=_stdio)
+
+    tokens = commands.add_parser("tokens", help="token counts of each surface and meta-tool answer")
+    tokens.add_argument("--spec", help="spec file (default: the bundled one)")
+    tokens.add_argument("--json", action="store_true", help="machine-readable output")
+    tokens.set_defaults(func=_tokens)
+
+    sample = commands.add_parser("sample-upstream", help="run the offline sample upstream (synthetic data)")
+    sample.add_argument("rest", nargs=argparse.REMAINDER, help="flags of the sample upstream (see --help)")
+    sample.set_defaults(func=_sample_upstream)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,126 @@
+"""The one exception hierarchy of progressive-mcp; `ProgressiveMCPError` is its root.
+
+Each class says what went wrong. They are turned into MCP `isError` results or protocol errors
+in exactly one place (`progressive_mcp.surface`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ProgressiveMCPError(Exception):
+    """Root of every error this package raises on purpose."""
+
+
+class SpecError(ProgressiveMCPError):
+    """A spec file is unreadable or invalid; `problems` holds one line per problem."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        listing = "\n".join(f"  - {p}" for p in problems)
+        noun = "problem" if len(problems) == 1 else "problems"
+        super().__init__(f"{source}: {len(problems)} {noun} in the spec:\n{listing}")
+
+
+class ConfigError(ProgressiveMCPError):
+    """A setting (environment variable or command-line flag) has a value we cannot use."""
+
+
+class ToolError(ProgressiveMCPError):
+    """An error that becomes an `isError` tool result the model can act on."""
+
+    def details(self) -> dict[str, Any]:
+        """Structured fields for the error result, beside the message."""
+        return {}
+
+
+class UnknownTool(ToolError):
+    """A tool name that is not in the catalog (or not in the current surface)."""
+
+    def __init__(self, name: str, suggestions: list[str]) -> None:
+        self.name = name
+        self.suggestions = suggestions
+        hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
+        super().__init__(f"Unknown tool {name!r}.{hint} Use TOOL_SEARCH or TOOL_LIST to find tool names.")
+
+    def details(self) -> dict[str, Any]:
+        return {"tool_name": self.name, "suggestions": self.suggestions}
+
+
+class InvalidArguments(ToolError):
+    """Arguments that do not satisfy a tool's input schema; every problem is listed."""
+
+    def __init__(self, tool_name: str, problems: list[str], input_schema: dict[str, Any]) -> None:
+        self.tool_name = tool_name
+        self.problems = problems
+        self.input_schema = input_schema
+        listing = "; ".join(problems)
+        super().__init__(
+            f"Invalid arguments for {tool_name}: {listing}. Fix the arguments to match inputSchema and call again."
+        )
+
+    def details(self) -> dict[str, Any]:
+        return {"tool_name": self.tool_name, "problems": self.problems, "inputSchema": self.input_schema}
+
+
+class UpstreamError(ToolError):
+    """The upstream API could not give an answer; `kind` names the reason for the model."""
+
+    kind = "upstream_error"
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after_s: float | None = None) -> None:
+        self.status = status
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+    def details(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {"kind": self.kind}
+        if self.status is not None:
+            fields["upstream_status"] = self.status
+        if self.retry_after_s is not None:
+            fields["retry_after_s"] = self.retry_after_s
+        return fields
+
+
+class UpstreamRejected(UpstreamError):
+    """The upstream said the request itself is wrong (bad symbol, bad parameter value)."""
+
+    kind = "invalid_request"
+
+
+class RateLimited(UpstreamError):
+    """The upstream's request quota is used up for now."""
+
+    kind = "rate_limited"
+
+
+class PremiumRequired(UpstreamError):
+    """The endpoint or option needs a paid upstream plan."""
+
+    kind = "premium_required"
+
+
+class MissingApiKey(UpstreamError):
+    """No upstream key is configured, or the upstream refused the one we sent."""
+
+    kind = "auth"
+
+
+class UpstreamTimeout(UpstreamError):
+    """The upstream did not answer in time, even after retries."""
+
+    kind = "timeout"
+
+
+class UpstreamUnavailable(UpstreamError):
+    """The upstream could not be reached or answered with a server error, even after retries."""
+
+    kind = "unavailable"
+
+
+class UpstreamBadResponse(UpstreamError):
+    """The upstream answered with something we could not parse."""
+
+    kind = "bad_response"

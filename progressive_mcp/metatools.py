@@ -1,0 +1,251 @@
+"""The four meta-tools of progressive discovery: TOOL_LIST, TOOL_SEARCH, TOOL_GET and TOOL_CALL.
+
+Their names and argument names are a contract (clients cache them). Each returns a JSON object
+that matches its declared `outputSchema`. Example::
+
+    meta = MetaTools(catalog)
+    meta.tool_search({"query": "apple stock price"})["results"][0]["name"]   # 'GLOBAL_QUOTE'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from progressive_mcp.catalog import TOOL_ANNOTATIONS, Catalog, CatalogTool
+from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool
+from progressive_mcp.search import SearchIndex
+
+TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL = "TOOL_LIST", "TOOL_SEARCH", "TOOL_GET", "TOOL_CALL"
+META_TOOL_NAMES = (TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL)
+DETAIL_LEVELS = ("names", "summary")
+MAX_GET = 10
+MAX_SEARCH_LIMIT = 20
+# A short prefix of each tool's SHA-256 is enough to notice change, at a fraction of the tokens.
+HASH_CHARS = 16
+
+
+def meta_tool_definitions(catalog: Catalog) -> list[dict[str, Any]]:
+    """MCP definitions (wire shape) of the four meta-tools. Kept terse: they are always in context."""
+    categories = list(catalog.categories)
+    string = {"type": "string"}
+    return [
+        {
+            "name": TOOL_LIST,
+            "title": "List tools",
+            "description": (
+                f"List the {len(catalog)} {catalog.api.title} tools by category. Then TOOL_GET a tool's schema "
+                "and TOOL_CALL it."
+            ),
+            "inputSchema": _object(
+                {
+                    "category": {"type": "string", "enum": categories},
+                    "detail": {
+                        "type": "string",
+                        "enum": list(DETAIL_LEVELS),
+                        "description": "Default: summary for one category, names for all.",
+                    },
+                }
+            ),
+            "outputSchema": _object({"catalog_version": string, "categories": {"type": "array"}}, ["categories"]),
+        },
+        {
+            "name": TOOL_SEARCH,
+            "title": "Search tools",
+            "description": "Find the tools for a need in plain words, best first.",
+            "inputSchema": _object(
+                {
+                    "query": {"type": "string", "description": "e.g. 'apple stock price'"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "default": 5},
+                    "category": {"type": "string", "enum": categories},
+                },
+                ["query"],
+            ),
+            "outputSchema": _object(
+                {
+                    "results": {
+                        "type": "array",
+                        "items": _object({"name": string, "score": {"type": "number"}}, ["name", "score"], closed=False),
+                    }
+                },
+                ["results"],
+            ),
+        },
+        {
+            "name": TOOL_GET,
+            "title": "Get tool schemas",
+            "description": f"Full definitions (input schema, enums, defaults) of up to {MAX_GET} tools.",
+            "inputSchema": _object(
+                {"tool_name": {"anyOf": [string, {"type": "array", "items": string, "maxItems": MAX_GET}]}},
+                ["tool_name"],
+            ),
+            "outputSchema": _object({"catalog_version": string, "tools": {"type": "array"}}, ["tools"]),
+        },
+        {
+            "name": TOOL_CALL,
+            "title": "Call a tool",
+            "description": "Run a tool with arguments that match its TOOL_GET schema.",
+            "inputSchema": _object(
+                {"tool_name": string, "arguments": {"anyOf": [{"type": "object"}, string]}},
+                ["tool_name", "arguments"],
+            ),
+            "outputSchema": _object({"tool": string, "data": {}}, ["tool"]),
+        },
+    ]
+
+
+def _object(properties: dict[str, Any], required: list[str] | None = None, *, closed: bool = True) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    if closed:
+        schema["additionalProperties"] = False
+    return schema
+
+
+class MetaTools:
+    """The meta-tools over one catalog (optionally narrowed to some categories)."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        categories: frozenset[str] | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.categories = categories
+        self.tools = catalog.in_categories(categories)
+        self._names = {t.name for t in self.tools}
+        self.index = SearchIndex(self.tools)
+        self.definitions = [dict(d, annotations=dict(TOOL_ANNOTATIONS)) for d in meta_tool_definitions(catalog)]
+
+    def discovery_handlers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
+        """Handlers of the meta-tools answered from the catalog alone (TOOL_CALL needs the upstream)."""
+        return {TOOL_LIST: self.tool_list, TOOL_SEARCH: self.tool_search, TOOL_GET: self.tool_get}
+
+    def lookup(self, name: str) -> CatalogTool:
+        """A tool of this surface; raises UnknownTool with suggestions from this surface."""
+        try:
+            tool = self.catalog.get(name)
+        except UnknownTool as exc:
+            raise UnknownTool(name, [s for s in exc.suggestions if s in self._names]) from None
+        if tool.name not in self._names:
+            raise UnknownTool(name, [])
+        return tool
+
+    def tool_list(self, args: dict[str, Any]) -> dict[str, Any]:
+        self._only(TOOL_LIST, args, {"category", "detail"})
+        category = args.get("category")
+        selected = self._category_names(category)
+        detail = args.get("detail") or ("summary" if category else "names")
+        if detail not in DETAIL_LEVELS:
+            raise self._bad(TOOL_LIST, f"detail must be one of {', '.join(DETAIL_LEVELS)}, not {detail!r}")
+        groups = []
+        for name in selected:
+            tools = [t for t in self.tools if t.category == name]
+            if not tools:
+                continue
+            listed: list[Any] = (
+                [t.name for t in tools]
+                if detail == "names"
+                else [{"name": t.name, "summary": t.summary} for t in tools]
+            )
+            groups.append({"name": name, "description": self.catalog.categories[name], "tools": listed})
+        return {
+            "catalog_version": self.catalog.version,
+            "tool_count": sum(len(g["tools"]) for g in groups),
+            "categories": groups,
+        }
+
+    def tool_search(self, args: dict[str, Any]) -> dict[str, Any]:
+        self._only(TOOL_SEARCH, args, {"query", "limit", "category"})
+        query = args.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise self._bad(TOOL_SEARCH, "query must be a non-empty string describing what you need")
+        limit = args.get("limit", 5)
+        if isinstance(limit, str) and limit.strip().isdigit():
+            limit = int(limit)
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_SEARCH_LIMIT:
+            raise self._bad(TOOL_SEARCH, f"limit must be an integer from 1 to {MAX_SEARCH_LIMIT}")
+        category = args.get("category")
+        scope = frozenset(self._category_names(category, TOOL_SEARCH)) if category else None
+        hits = self.index.search(query, limit=limit, categories=scope)
+        result: dict[str, Any] = {
+            "query": query,
+            "results": [{"name": h.name, "score": h.score, "summary": h.summary, "category": h.category} for h in hits],
+        }
+        if not hits:
+            result["hint"] = "No tool matches well. Rephrase, or browse a category with TOOL_LIST."
+            result["categories"] = {n: self.catalog.categories[n] for n in self._category_names(None)}
+        return result
+
+    def tool_get(self, args: dict[str, Any]) -> dict[str, Any]:
+        self._only(TOOL_GET, args, {"tool_name"})
+        requested = args.get("tool_name")
+        names = [requested] if isinstance(requested, str) else requested
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise self._bad(TOOL_GET, "tool_name must be a tool name or a list of tool names")
+        if len(names) > MAX_GET:
+            raise self._bad(TOOL_GET, f"ask for at most {MAX_GET} tools at once (got {len(names)})")
+        found, missing = [], []
+        for name in dict.fromkeys(names):
+            try:
+                found.append(self.lookup(name))
+            except UnknownTool as exc:
+                missing.append(exc)
+        if not found:
+            if len(missing) == 1:
+                raise missing[0]
+            raise ToolError(
+                "Unknown tools: "
+                + "; ".join(f"{e.name!r} (did you mean {', '.join(e.suggestions) or 'nothing close'})" for e in missing)
+                + ". Use TOOL_SEARCH to find tool names."
+            )
+        result: dict[str, Any] = {"catalog_version": self.catalog.version, "tools": [self._describe(t) for t in found]}
+        if missing:
+            result["not_found"] = [{"name": e.name, "suggestions": e.suggestions} for e in missing]
+        return result
+
+    def resolve_call(self, args: dict[str, Any]) -> tuple[CatalogTool, Any]:
+        """TOOL_CALL's target tool and its raw arguments, checked for shape (the surface runs it)."""
+        self._only(TOOL_CALL, args, {"tool_name", "arguments"})
+        name = args.get("tool_name")
+        if not isinstance(name, str) or not name:
+            raise self._bad(TOOL_CALL, "tool_name must be the name of a tool (see TOOL_SEARCH)")
+        if name in META_TOOL_NAMES:
+            raise self._bad(TOOL_CALL, f"{name} is a meta-tool: call it directly, not through TOOL_CALL")
+        return self.lookup(name), args.get("arguments")
+
+    def _describe(self, tool: CatalogTool) -> dict[str, Any]:
+        definition = tool.definition()
+        del definition["annotations"]  # the same for every tool; tools/list carries them
+        definition["category"] = tool.category
+        definition["content_hash"] = tool.content_hash[:HASH_CHARS]
+        return definition
+
+    def _bad(self, tool_name: str, problem: str) -> InvalidArguments:
+        schema = next(d["inputSchema"] for d in self.definitions if d["name"] == tool_name)
+        return InvalidArguments(tool_name, [problem], schema)
+
+    def _only(self, tool_name: str, args: dict[str, Any], allowed: set[str]) -> None:
+        extra = sorted(set(args) - allowed)
+        if extra:
+            raise self._bad(tool_name, f"unknown argument(s) {', '.join(extra)}; allowed: {', '.join(sorted(allowed))}")
+
+    def _category_names(self, category: Any, tool_name: str = TOOL_LIST) -> list[str]:
+        available = [c for c in self.catalog.categories if any(t.category == c for t in self.tools)]
+        if category is None:
+            return available
+        if category not in available:
+            raise self._bad(tool_name, f"unknown category {category!r}; categories: {', '.join(available)}")
+        return [category]
+
+
+def _bad(tool_name: str, problem: str) -> InvalidArguments:
+    return InvalidArguments(tool_name, [problem], {})
+
+
+def _only(tool_name: str, args: dict[str, Any], allowed: set[str]) -> None:
+    extra = sorted(set(args) - allowed)
+    if extra:
+        raise self._bad(tool_name, f"unknown argument(s) {', '.join(extra)}; allowed: {', '.join(sorted(allowed))}")

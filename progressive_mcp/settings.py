@@ -1,0 +1,99 @@
+"""Settings from environment variables and command-line flags (flags win), validated once at start.
+
+Example::
+
+    settings = Settings.from_env(os.environ, mode="direct")
+    settings.mode        # 'direct'
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from progressive_mcp.catalog import default_spec_path
+from progressive_mcp.errors import ConfigError
+
+Mode = Literal["progressive", "direct", "hybrid"]
+MODES: tuple[Mode, ...] = ("progressive", "direct", "hybrid")
+DEFAULT_MAX_RESULT_TOKENS = 8000
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable. `api_key` is never shown by repr()."""
+
+    spec_path: Path = field(default_factory=default_spec_path)
+    mode: Mode = "progressive"
+    categories: frozenset[str] | None = None
+    upstream_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    max_result_tokens: int = DEFAULT_MAX_RESULT_TOKENS
+    upstream_timeout_s: float = 20.0
+    upstream_retries: int = 2
+    allowed_origins: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read PMCP_* variables (and the spec's key variable); non-None overrides take precedence."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        if env.get("PMCP_SPEC"):
+            values["spec_path"] = Path(env["PMCP_SPEC"])
+        if env.get("PMCP_MODE"):
+            values["mode"] = env["PMCP_MODE"]
+        if env.get("PMCP_CATEGORIES"):
+            values["categories"] = env["PMCP_CATEGORIES"]
+        if env.get("PMCP_UPSTREAM_URL"):
+            values["upstream_url"] = env["PMCP_UPSTREAM_URL"]
+        if env.get("PMCP_MAX_RESULT_TOKENS"):
+            values["max_result_tokens"] = _int("PMCP_MAX_RESULT_TOKENS", env["PMCP_MAX_RESULT_TOKENS"])
+        if env.get("PMCP_UPSTREAM_TIMEOUT_S"):
+            values["upstream_timeout_s"] = _float("PMCP_UPSTREAM_TIMEOUT_S", env["PMCP_UPSTREAM_TIMEOUT_S"])
+        if env.get("PMCP_UPSTREAM_RETRIES"):
+            values["upstream_retries"] = _int("PMCP_UPSTREAM_RETRIES", env["PMCP_UPSTREAM_RETRIES"])
+        if env.get("PMCP_ALLOWED_ORIGINS"):
+            values["allowed_origins"] = tuple(o.strip() for o in env["PMCP_ALLOWED_ORIGINS"].split(",") if o.strip())
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        if isinstance(values.get("spec_path"), str):
+            values["spec_path"] = Path(values["spec_path"])
+        if isinstance(values.get("categories"), str):
+            values["categories"] = frozenset(c.strip() for c in values["categories"].split(",") if c.strip()) or None
+        settings = cls(**values)
+        settings.check()
+        return settings
+
+    def with_api_key_from(self, environ: Mapping[str, str], env_name: str | None) -> Settings:
+        """A copy holding the upstream key from `env_name` (named by the spec), unless one is set."""
+        if self.api_key or not env_name or not environ.get(env_name):
+            return self
+        return replace(self, api_key=environ[env_name].strip())
+
+    def check(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r} (PMCP_MODE or --mode)")
+        if self.max_result_tokens < 500:
+            raise ConfigError(f"PMCP_MAX_RESULT_TOKENS must be at least 500, not {self.max_result_tokens}")
+        if self.upstream_timeout_s <= 0:
+            raise ConfigError("PMCP_UPSTREAM_TIMEOUT_S must be positive")
+        if not 0 <= self.upstream_retries <= 5:
+            raise ConfigError("PMCP_UPSTREAM_RETRIES must be between 0 and 5")
+        if self.upstream_url is not None and not self.upstream_url.startswith(("http://", "https://")):
+            raise ConfigError(f"the upstream URL must start with http:// or https://, not {self.upstream_url!r}")
+
+
+def _int(name: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, not {value!r}") from None
+
+
+def _float(name: str, value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, not {value!r}") from None

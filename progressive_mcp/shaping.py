@@ -1,0 +1,140 @@
+"""Result shaping: an upstream answer as one JSON envelope that fits a model's token budget.
+
+Small answers pass through whole. A large one becomes a structured preview: the first entries of
+every long series or list (upstream series are newest first), how many were kept of how many,
+and how to ask for less. The payload appears once. Example::
+
+    envelope = shape_result(tool, {"symbol": "IBM"}, payload, "json", budget_tokens=8000)
+    envelope["truncated"]["note"]   # present only when the answer was cut
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from progressive_mcp.catalog import CatalogTool
+from progressive_mcp.tokens import dumps, fits_budget
+
+# A dict with at least this many members, all of them containers, is a series (dated bars, ...).
+SERIES_MIN_MEMBERS = 12
+
+
+def shape_result(
+    tool: CatalogTool, arguments: dict[str, Any], payload: Any, fmt: str, *, budget_tokens: int
+) -> dict[str, Any]:
+    """The envelope for a tool result: tool, arguments used, format, data, and `truncated` when cut."""
+    envelope: dict[str, Any] = {"tool": tool.name, "arguments": arguments, "format": fmt, "data": payload}
+    if fits_budget(dumps(envelope), budget_tokens):
+        return envelope
+    if fmt == "csv" and isinstance(payload, str):
+        return _preview_csv(tool, envelope, payload, budget_tokens)
+    return _preview_json(tool, envelope, payload, budget_tokens)
+
+
+def _preview_json(tool: CatalogTool, envelope: dict[str, Any], payload: Any, budget: int) -> dict[str, Any]:
+    sizes: dict[str, int] = {}
+    _measure(payload, "", sizes)
+    longest = max(sizes.values(), default=0)
+
+    def attempt(keep: int) -> dict[str, Any]:
+        kept: dict[str, dict[str, int]] = {}
+        data = _cut(payload, "", keep, kept)
+        cut_envelope = dict(envelope, data=data)
+        cut_envelope["truncated"] = {"series": kept, "note": _note(tool, kept, budget)}
+        return cut_envelope
+
+    best = _largest_fitting(longest, attempt, budget)
+    if best is not None:
+        return best
+    # Not even one entry per series fits (or there are no series): fall back to a text excerpt.
+    return _text_excerpt(tool, envelope, dumps(payload), budget)
+
+
+def _preview_csv(tool: CatalogTool, envelope: dict[str, Any], text: str, budget: int) -> dict[str, Any]:
+    lines = text.splitlines()
+    header, rows = lines[:1], lines[1:]
+
+    def attempt(keep: int) -> dict[str, Any]:
+        kept = {"rows": {"kept": keep, "total": len(rows)}}
+        cut_envelope = dict(envelope, data="\n".join(header + rows[:keep]) + "\n")
+        cut_envelope["truncated"] = {"series": kept, "note": _note(tool, kept, budget)}
+        return cut_envelope
+
+    best = _largest_fitting(len(rows), attempt, budget)
+    return best if best is not None else _text_excerpt(tool, envelope, text, budget)
+
+
+def _largest_fitting(longest: int, attempt: Any, budget: int) -> dict[str, Any] | None:
+    """Binary search for the most entries per series that still fit the budget."""
+    low, high, best = 1, max(longest - 1, 1), None
+    while low <= high:
+        middle = (low + high) // 2
+        candidate = attempt(middle)
+        if fits_budget(dumps(candidate), budget):
+            best, low = candidate, middle + 1
+        else:
+            high = middle - 1
+    return best  # type: ignore[no-any-return]
+
+
+def _text_excerpt(tool: CatalogTool, envelope: dict[str, Any], text: str, budget: int) -> dict[str, Any]:
+    # A cl100k token averages well over 2 characters on JSON and CSV, so half the budget in
+    # characters is a safe first cut; halve again until it fits.
+    length = budget * 2
+    while True:
+        excerpt = text[:length]
+        kept = {"characters": {"kept": len(excerpt), "total": len(text)}}
+        cut_envelope = dict(envelope, data=None, excerpt=excerpt)
+        cut_envelope["truncated"] = {"series": kept, "note": _note(tool, kept, budget)}
+        if fits_budget(dumps(cut_envelope), budget) or length < 64:
+            return cut_envelope
+        length //= 2
+
+
+def _is_series(value: Any) -> bool:
+    if isinstance(value, list):
+        return len(value) > 1
+    if isinstance(value, dict):
+        return len(value) >= SERIES_MIN_MEMBERS and all(isinstance(v, dict | list) for v in value.values())
+    return False
+
+
+def _measure(value: Any, path: str, sizes: dict[str, int]) -> None:
+    if _is_series(value):
+        sizes[path or "(root)"] = len(value)
+        return
+    if isinstance(value, dict):
+        for key, member in value.items():
+            _measure(member, f"{path}.{key}" if path else key, sizes)
+
+
+def _cut(value: Any, path: str, keep: int, kept: dict[str, dict[str, int]]) -> Any:
+    if _is_series(value):
+        name = path or "(root)"
+        if len(value) > keep:
+            kept[name] = {"kept": keep, "total": len(value)}
+            return value[:keep] if isinstance(value, list) else dict(list(value.items())[:keep])
+        return value
+    if isinstance(value, dict):
+        return {k: _cut(v, f"{path}.{k}" if path else k, keep, kept) for k, v in value.items()}
+    return value
+
+
+def _note(tool: CatalogTool, kept: dict[str, dict[str, int]], budget: int) -> str:
+    shown = "; ".join(f"{name}: first {c['kept']} of {c['total']}" for name, c in kept.items())
+    hints = []
+    names = {p.name for p in tool.params}
+    if "outputsize" in names:
+        hints.append("outputsize=compact (latest 100 points)")
+    if "month" in names:
+        hints.append("month=YYYY-MM for one month")
+    if "limit" in names:
+        hints.append("a smaller limit")
+    if {"time_from", "time_to"} & names:
+        hints.append("a narrower time_from/time_to range")
+    if "datatype" in names:
+        hints.append("datatype=csv (more compact)")
+    if "interval" in names:
+        hints.append("a coarser interval")
+    ask = f" To get less, call again with {', or '.join(hints)}." if hints else ""
+    return f"Answer cut to fit the {budget}-token budget (newest entries first): {shown}.{ask}"

@@ -1,0 +1,412 @@
+"""The spec file format: pydantic models that both validate a spec and generate its JSON Schema.
+
+A spec describes one HTTP API: how to reach it, its categories, shared parameter definitions
+and its tools. Example::
+
+    spec = load_spec("spec/alphavantage.yaml")   # raises SpecError naming tool, field and line
+    print(len(spec.tools))
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from progressive_mcp.errors import SpecError
+
+ParamType = Literal["string", "integer", "number", "boolean"]
+Scalar = str | int | float | bool
+TOOL_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$"
+PARAM_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class ParamSpec(_Model):
+    """One parameter: either defined inline, or `use:` a shared definition and override some fields."""
+
+    use: str | None = Field(None, description="Name of a shared parameter to start from (see shared_params).")
+    type: ParamType | None = Field(None, description="JSON type of the value.")
+    required: bool | None = Field(None, description="Whether the caller must give it (default false).")
+    description: str | None = Field(None, description="What the value means, for the model.")
+    enum: list[Scalar] | None = Field(None, description="The only values allowed.")
+    default: Scalar | None = Field(None, description="The value the upstream assumes when it is omitted.")
+    pattern: str | None = Field(None, description="Regular expression a string value must match.")
+    format: str | None = Field(None, description="JSON Schema format hint, e.g. date or date-time.")
+    minimum: int | float | None = None
+    maximum: int | float | None = None
+    examples: list[Scalar] | None = Field(None, description="Typical values, shown to the model.")
+
+
+class DispatchSpec(_Model):
+    """How the operation is chosen upstream: the tool name goes in a query parameter."""
+
+    in_: Literal["query"] = Field("query", alias="in")
+    name: str = Field(description="Query parameter that carries the tool (function) name.")
+
+
+class AuthSpec(_Model):
+    """How the upstream key is passed, and which environment variable holds it."""
+
+    in_: Literal["query", "header"] = Field("query", alias="in")
+    name: str = Field(description="Query parameter or header name carrying the key.")
+    env: str = Field(description="Environment variable the key is read from.")
+    prefix: str = Field("", description="Text put before the key (e.g. 'Bearer ' for a header).")
+
+
+class ApiSpec(_Model):
+    """The upstream API: identity, address, dispatch, auth and how it reports errors."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$")
+    title: str
+    description: str = ""
+    base_url: str = Field(pattern=r"^https?://\S+$")
+    docs_url: str | None = None
+    dispatch: DispatchSpec
+    auth: AuthSpec | None = None
+    default_cache_ttl_s: int = Field(0, ge=0)
+    error_fields: dict[str, Literal["invalid_request", "notice"]] = Field(
+        default_factory=dict,
+        description="Keys of an HTTP-200 JSON body that mean the call failed, and what kind of failure.",
+    )
+
+
+class ToolSpec(_Model):
+    """One upstream operation, exposed as one MCP tool."""
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN, description="The upstream function name.")
+    title: str | None = Field(None, description="Short human-readable name.")
+    category: str
+    summary: str = Field(min_length=1, max_length=120, description="One line: what the tool returns.")
+    description: str = Field(min_length=1, description="When to use it, what comes back, what to watch for.")
+    params: dict[Annotated[str, Field(pattern=PARAM_NAME_PATTERN)], ParamSpec] = Field(default_factory=dict)
+    require_any: list[list[str]] = Field(
+        default_factory=list, description="Groups of parameters of which at least one must be given."
+    )
+    keywords: list[str] = Field(default_factory=list, description="Extra search terms.")
+    examples: list[str] = Field(default_factory=list, description="Questions a user might ask (for search).")
+    cache_ttl_s: int | None = Field(None, ge=0, description="How long an answer stays fresh, in seconds.")
+    premium: bool = Field(False, description="Needs a paid upstream plan.")
+
+
+class Spec(_Model):
+    """A whole spec file."""
+
+    spec_version: Literal[1] = 1
+    api: ApiSpec
+    categories: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")], str]
+    shared_params: dict[Annotated[str, Field(pattern=PARAM_NAME_PATTERN)], ParamSpec] = Field(
+        default_factory=dict
+    )
+    tools: list[ToolSpec]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedParam:
+    """A parameter with its shared definition merged in: what the catalog turns into JSON Schema."""
+
+    name: str
+    type: ParamType
+    required: bool
+    description: str
+    enum: tuple[Scalar, ...] | None
+    default: Scalar | None
+    pattern: str | None
+    format: str | None
+    minimum: int | float | None
+    maximum: int | float | None
+    examples: tuple[Scalar, ...] | None
+
+
+def spec_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the spec format, as written to spec/spec.schema.json."""
+    schema = Spec.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "progressive-mcp spec"
+    return schema
+
+
+def spec_json_schema_text() -> str:
+    return json.dumps(spec_json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+# --- loading -------------------------------------------------------------------------------------
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read, parse and validate a spec file; every problem is reported at once in a SpecError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(str(path), [f"cannot read the file: {exc.strerror or exc}"]) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(path), [f"the file is not UTF-8 text: {exc.reason} at byte {exc.start}"]) from None
+    return parse_spec(text, source=str(path))
+
+
+def parse_spec(text: str, *, source: str = "<spec>") -> Spec:
+    """Parse spec text (YAML or JSON) and validate it; see `load_spec`."""
+    loader = _SpecLoader(text)
+    try:
+        data = loader.get_single_data()
+    except yaml.YAMLError as exc:
+        raise SpecError(source, [_yaml_problem(exc)]) from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        raise SpecError(source, ["the top level must be a mapping with api, categories and tools"])
+    try:
+        spec = Spec.model_validate(data)
+        problems = _cross_check(spec)
+    except ValidationError as exc:
+        problems = [(tuple(err["loc"]), _pydantic_message(err)) for err in exc.errors()]
+    if problems or loader.duplicate_keys:
+        lines = _line_index(text)
+        rendered = [_render(path, msg, data, lines) for path, msg in problems]
+        rendered += [f"line {line}: duplicate key {key!r} (YAML would keep only the last)" for line, key in loader.duplicate_keys]
+        raise SpecError(source, rendered)
+    return spec
+
+
+_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _SpecLoader(_BaseLoader):  # type: ignore[misc,valid-type]
+    """A safe YAML loader (libyaml when available) that notes duplicate mapping keys."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.duplicate_keys: list[tuple[int, str]] = []
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = key_node.value
+            if key in seen:
+                self.duplicate_keys.append((key_node.start_mark.line + 1, str(key)))
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+
+
+def resolve_params(spec: Spec, tool: ToolSpec) -> list[ResolvedParam]:
+    """Merge each of a tool's parameters with the shared definition it uses."""
+    resolved = []
+    for name, param in tool.params.items():
+        merged: dict[str, Any] = {}
+        if param.use is not None:
+            shared = spec.shared_params[param.use]
+            merged.update({k: getattr(shared, k) for k in shared.model_fields_set})
+        merged.update({k: getattr(param, k) for k in param.model_fields_set if k != "use"})
+        resolved.append(
+            ResolvedParam(
+                name=name,
+                type=merged["type"],
+                required=bool(merged.get("required", False)),
+                description=merged.get("description") or "",
+                enum=tuple(merged["enum"]) if merged.get("enum") is not None else None,
+                default=merged.get("default"),
+                pattern=merged.get("pattern"),
+                format=merged.get("format"),
+                minimum=merged.get("minimum"),
+                maximum=merged.get("maximum"),
+                examples=tuple(merged["examples"]) if merged.get("examples") is not None else None,
+            )
+        )
+    return resolved
+
+
+Path_ = tuple[str | int, ...]
+
+
+def _cross_check(spec: Spec) -> list[tuple[Path_, str]]:
+    """Rules no single field can check: references, duplicates, defaults against their own schema."""
+    problems: list[tuple[Path_, str]] = []
+    reserved = {spec.api.dispatch.name} | ({spec.api.auth.name} if spec.api.auth else set())
+    for name, shared in spec.shared_params.items():
+        where: Path_ = ("shared_params", name)
+        if shared.use is not None:
+            problems.append((where + ("use",), "a shared parameter cannot use another one"))
+        problems += _check_param(where, shared.model_dump(exclude_none=True), allow_untyped=False)
+    seen: dict[str, int] = {}
+    for index, tool in enumerate(spec.tools):
+        where = ("tools", index)
+        if tool.name in seen:
+            problems.append((where + ("name",), f"duplicate tool name (first defined at tools[{seen[tool.name]}])"))
+        seen.setdefault(tool.name, index)
+        if tool.category not in spec.categories:
+            known = ", ".join(sorted(spec.categories))
+            problems.append((where + ("category",), f"unknown category {tool.category!r} (defined: {known})"))
+        for pname, param in tool.params.items():
+            pwhere = (*where, "params", pname)
+            if pname in reserved:
+                problems.append((pwhere, f"{pname!r} is set by the server (dispatch or auth) and cannot be a parameter"))
+            merged: dict[str, Any] = {}
+            if param.use is not None:
+                if param.use not in spec.shared_params:
+                    defined = ", ".join(sorted(spec.shared_params)) or "none"
+                    problems.append((pwhere + ("use",), f"undefined shared parameter {param.use!r} (defined: {defined})"))
+                    continue
+                merged.update(spec.shared_params[param.use].model_dump(exclude_none=True))
+            merged.update(param.model_dump(exclude_none=True, exclude={"use"}))
+            problems += _check_param(pwhere, merged, allow_untyped=False)
+        for gindex, group in enumerate(tool.require_any):
+            for member in group:
+                if member not in tool.params:
+                    problems.append(((*where, "require_any", gindex), f"{member!r} is not a parameter of this tool"))
+    return problems
+
+
+_PY_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
+
+
+def _type_ok(value: Any, type_name: str) -> bool:
+    if isinstance(value, bool) and type_name != "boolean":
+        return False
+    return isinstance(value, _PY_TYPES[type_name])
+
+
+def _check_param(where: Path_, p: dict[str, Any], *, allow_untyped: bool) -> list[tuple[Path_, str]]:
+    problems: list[tuple[Path_, str]] = []
+    type_name = p.get("type")
+    if type_name is None:
+        if not allow_untyped:
+            problems.append((where + ("type",), "missing type (one of string, integer, number, boolean)"))
+        return problems
+    enum = p.get("enum")
+    if enum is not None:
+        if not enum:
+            problems.append((where + ("enum",), "an enum needs at least one value"))
+        for value in enum:
+            if not _type_ok(value, type_name):
+                problems.append((where + ("enum",), f"value {value!r} is not of type {type_name}"))
+        if len(set(map(repr, enum))) != len(enum):
+            problems.append((where + ("enum",), "repeated value"))
+    pattern = p.get("pattern")
+    if pattern is not None:
+        if type_name != "string":
+            problems.append((where + ("pattern",), "a pattern only applies to string parameters"))
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            problems.append((where + ("pattern",), f"not a valid regular expression: {exc}"))
+            pattern = None
+    lo, hi = p.get("minimum"), p.get("maximum")
+    if (lo is not None or hi is not None) and type_name not in ("integer", "number"):
+        problems.append((where + ("minimum" if lo is not None else "maximum",), "bounds only apply to numbers"))
+    if lo is not None and hi is not None and lo > hi:
+        problems.append((where + ("minimum",), f"minimum {lo} is greater than maximum {hi}"))
+    for field in ("default", "examples"):
+        values = p.get(field)
+        if values is None:
+            continue
+        for value in values if field == "examples" else [values]:
+            problems += [
+                (where + (field,), msg) for msg in _value_problems(value, type_name, enum, pattern, lo, hi)
+            ]
+    if p.get("required") and p.get("default") is not None:
+        problems.append((where + ("default",), "a required parameter cannot have a default"))
+    return problems
+
+
+def _value_problems(
+    value: Any, type_name: str, enum: list[Any] | None, pattern: str | None, lo: Any, hi: Any
+) -> list[str]:
+    if not _type_ok(value, type_name):
+        return [f"{value!r} is not of type {type_name}"]
+    problems = []
+    if enum is not None and value not in enum:
+        problems.append(f"{value!r} is not one of the allowed values {enum}")
+    if pattern is not None and isinstance(value, str) and not re.search(pattern, value):
+        problems.append(f"{value!r} does not match the pattern {pattern!r}")
+    if lo is not None and value < lo:
+        problems.append(f"{value!r} is below the minimum {lo}")
+    if hi is not None and value > hi:
+        problems.append(f"{value!r} is above the maximum {hi}")
+    return problems
+
+
+def _pydantic_message(err: Any) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "missing required field"
+    if kind == "literal_error":
+        return f"{err['input']!r} is not allowed: {err['msg'].removeprefix('Input should be ')}"
+    message: str = err["msg"]
+    return message[0].lower() + message[1:]
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    text = f"{context}, {problem}" if context else problem
+    if mark is not None:
+        return f"line {mark.line + 1}, column {mark.column + 1}: invalid YAML: {text}"
+    return f"invalid YAML: {text}"
+
+
+def _render(path: Path_, message: str, data: Any, lines: dict[Path_, int]) -> str:
+    """`line 12: tools[3] (GLOBAL_QUOTE).params.symbol.type: message`."""
+    parts: list[str] = []
+    node = data
+    for step in path:
+        if isinstance(step, int):
+            label = f"[{step}]"
+            if isinstance(node, list) and step < len(node):
+                node = node[step]
+                name = node.get("name") if isinstance(node, dict) else None
+                if isinstance(name, str):
+                    label += f" ({name})"
+            parts.append(label)
+        else:
+            parts.append(("." if parts else "") + str(step))
+            node = node.get(step) if isinstance(node, dict) else None
+    dotted = "".join(parts) or "(top level)"
+    line = None
+    for cut in range(len(path), -1, -1):
+        line = lines.get(tuple(path[:cut]))
+        if line is not None:
+            break
+    prefix = f"line {line}: " if line is not None else ""
+    return f"{prefix}{dotted}: {message}"
+
+
+def _line_index(text: str) -> dict[Path_, int]:
+    """Map each path in the YAML document to the 1-based line where its value starts."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    index: dict[Path_, int] = {}
+
+    def walk(node: yaml.Node, path: Path_) -> None:
+        index.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                key = key_node.value
+                index[(*path, key)] = key_node.start_mark.line + 1
+                walk(value_node, (*path, key))
+                index[(*path, key)] = key_node.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, (*path, i))
+
+    if root is not None:
+        walk(root, ())
+    return index

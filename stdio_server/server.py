@@ -1,0 +1,102 @@
+"""Builds and runs the stdio server; `main` parses the flags documented in the README.
+
+Example::
+
+    python -m stdio_server --spec spec/alphavantage.yaml --mode hybrid --categories stocks,forex
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+from progressive_mcp import __version__
+from progressive_mcp.errors import ProgressiveMCPError, UnknownTool
+from progressive_mcp.settings import MODES, Settings
+from progressive_mcp.surface import CallContext, Surface
+
+logger = logging.getLogger("stdio_server")
+
+
+def build_server(surface: Surface, ctx: CallContext) -> Server[Any]:
+    """An SDK low-level Server whose tools/list and tools/call are the surface's."""
+
+    async def list_tools(_ctx: Any, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=surface.list_tools())
+
+    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            # Upstream calls block; a worker thread keeps the event loop answering other requests.
+            return await anyio.to_thread.run_sync(surface.call_tool, params.name, params.arguments, ctx)
+        except UnknownTool as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc), exc.details()) from None
+
+    api = surface.catalog.api
+    return Server(
+        "progressive-mcp",
+        version=__version__,
+        title=f"{api.title} (progressive-mcp)",
+        instructions=_instructions(surface),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _instructions(surface: Surface) -> str:
+    api = surface.catalog.api
+    if surface.mode == "direct":
+        return f"Each tool is one {api.title} function; call it directly."
+    return (
+        f"{len(surface.meta.tools)} {api.title} tools are behind 4 meta-tools: TOOL_SEARCH (or TOOL_LIST) to "
+        "find a tool, TOOL_GET for its schema, TOOL_CALL to run it."
+    )
+
+
+async def serve(surface: Surface, ctx: CallContext) -> None:
+    server = build_server(surface, ctx)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m stdio_server", description="progressive-mcp over stdio")
+    add_server_flags(parser)
+    return parser.parse_args(argv)
+
+
+def add_server_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--spec", help="spec file (env PMCP_SPEC; default: the bundled Alpha Vantage spec)")
+    parser.add_argument("--mode", choices=MODES, help="tool surface (env PMCP_MODE; default progressive)")
+    parser.add_argument("--categories", help="comma-separated categories to expose (env PMCP_CATEGORIES)")
+    parser.add_argument("--upstream", help="upstream base URL (env PMCP_UPSTREAM_URL; default from the spec)")
+    parser.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        settings = Settings.from_env(
+            spec_path=args.spec, mode=args.mode, categories=args.categories, upstream_url=args.upstream
+        )
+        surface = Surface.from_settings(settings)
+    except ProgressiveMCPError as exc:
+        print(f"progressive-mcp: {exc}", file=sys.stderr)
+        return 2
+    try:
+        anyio.run(serve, surface, surface.default_context(settings))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(parse_args(argv))
