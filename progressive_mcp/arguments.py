@@ -28,12 +28,12 @@ def parse_arguments(tool_name: str, raw: Any, input_schema: dict[str, Any]) -> d
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise InvalidArguments(
-                tool_name, [f"arguments is a string but not valid JSON ({exc.msg} at position {exc.pos})"], input_schema
+                tool_name,
+                [f"arguments is a string but not valid JSON ({exc.msg} at position {exc.pos})"],
+                input_schema,
             ) from None
     if not isinstance(raw, dict):
-        raise InvalidArguments(
-            tool_name, [f"arguments must be a JSON object, not {type(raw).__name__}"], input_schema
-        )
+        raise InvalidArguments(tool_name, [f"arguments must be a JSON object, not {type(raw).__name__}"], input_schema)
     return raw
 
 
@@ -41,7 +41,9 @@ def prepare_arguments(catalog: Catalog, tool_name: str, raw: Any) -> dict[str, A
     """Parsed, repaired, validated arguments with every default filled in."""
     tool = catalog.get(tool_name)
     schema = _thaw(tool.input_schema)
-    arguments = {name: _repair(tool.param(name), value) for name, value in parse_arguments(tool.name, raw, schema).items()}
+    arguments = {
+        name: _repair(tool.param(name), value) for name, value in parse_arguments(tool.name, raw, schema).items()
+    }
     problems = [
         _describe(tool, error)
         for error in catalog.validator(tool.name).iter_errors(arguments)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from progressive_mcp.catalog import TOOL_ANNOTATIONS, Catalog, CatalogTool
+from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool
 from progressive_mcp.search import SearchIndex
 
@@ -33,31 +33,28 @@ def meta_tool_definitions(catalog: Catalog) -> list[dict[str, Any]]:
         {
             "name": TOOL_LIST,
             "title": "List tools",
-            "description": (
-                f"List the {len(catalog)} {catalog.api.title} tools by category. Then TOOL_GET a tool's schema "
-                "and TOOL_CALL it."
-            ),
+            "description": f"Browse the {len(catalog)} {catalog.api.title} tools by category.",
             "inputSchema": _object(
                 {
                     "category": {"type": "string", "enum": categories},
                     "detail": {
                         "type": "string",
                         "enum": list(DETAIL_LEVELS),
-                        "description": "Default: summary for one category, names for all.",
+                        "description": "Default: summary for a category, else names",
                     },
                 }
             ),
-            "outputSchema": _object({"catalog_version": string, "categories": {"type": "array"}}, ["categories"]),
+            "outputSchema": _object({"categories": {"type": "array"}}, ["categories"]),
         },
         {
             "name": TOOL_SEARCH,
             "title": "Search tools",
-            "description": "Find the tools for a need in plain words, best first.",
+            "description": "Rank tools for a need in plain words.",
             "inputSchema": _object(
                 {
                     "query": {"type": "string", "description": "e.g. 'apple stock price'"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "default": 5},
-                    "category": {"type": "string", "enum": categories},
+                    "limit": {"type": "integer", "minimum": 1, "default": 5},
+                    "category": string,
                 },
                 ["query"],
             ),
@@ -65,7 +62,7 @@ def meta_tool_definitions(catalog: Catalog) -> list[dict[str, Any]]:
                 {
                     "results": {
                         "type": "array",
-                        "items": _object({"name": string, "score": {"type": "number"}}, ["name", "score"], closed=False),
+                        "items": _object({"name": string, "score": {"type": "number"}}, ["name", "score"]),
                     }
                 },
                 ["results"],
@@ -74,12 +71,12 @@ def meta_tool_definitions(catalog: Catalog) -> list[dict[str, Any]]:
         {
             "name": TOOL_GET,
             "title": "Get tool schemas",
-            "description": f"Full definitions (input schema, enums, defaults) of up to {MAX_GET} tools.",
+            "description": f"Full schemas of up to {MAX_GET} tools, by name.",
             "inputSchema": _object(
-                {"tool_name": {"anyOf": [string, {"type": "array", "items": string, "maxItems": MAX_GET}]}},
+                {"tool_name": {"anyOf": [string, {"type": "array", "items": string}]}},
                 ["tool_name"],
             ),
-            "outputSchema": _object({"catalog_version": string, "tools": {"type": "array"}}, ["tools"]),
+            "outputSchema": _object({"tools": {"type": "array"}}, ["tools"]),
         },
         {
             "name": TOOL_CALL,
@@ -94,7 +91,7 @@ def meta_tool_definitions(catalog: Catalog) -> list[dict[str, Any]]:
     ]
 
 
-def _object(properties: dict[str, Any], required: list[str] | None = None, *, closed: bool = True) -> dict[str, Any]:
+def _object(properties: dict[str, Any], required: list[str] | None = None, *, closed: bool = False) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
@@ -117,7 +114,8 @@ class MetaTools:
         self.tools = catalog.in_categories(categories)
         self._names = {t.name for t in self.tools}
         self.index = SearchIndex(self.tools)
-        self.definitions = [dict(d, annotations=dict(TOOL_ANNOTATIONS)) for d in meta_tool_definitions(catalog)]
+        # readOnlyHint alone: destructiveHint is moot for read-only tools and openWorldHint defaults to true.
+        self.definitions = [dict(d, annotations={"readOnlyHint": True}) for d in meta_tool_definitions(catalog)]
 
     def discovery_handlers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
         """Handlers of the meta-tools answered from the catalog alone (TOOL_CALL needs the upstream)."""
@@ -201,7 +199,10 @@ class MetaTools:
                 + "; ".join(f"{e.name!r} (did you mean {', '.join(e.suggestions) or 'nothing close'})" for e in missing)
                 + ". Use TOOL_SEARCH to find tool names."
             )
-        result: dict[str, Any] = {"catalog_version": self.catalog.version, "tools": [self._describe(t) for t in found]}
+        result: dict[str, Any] = {
+            "catalog_version": self.catalog.version,
+            "tools": [self._describe(t) for t in found],
+        }
         if missing:
             result["not_found"] = [{"name": e.name, "suggestions": e.suggestions} for e in missing]
         return result
@@ -239,13 +240,3 @@ class MetaTools:
         if category not in available:
             raise self._bad(tool_name, f"unknown category {category!r}; categories: {', '.join(available)}")
         return [category]
-
-
-def _bad(tool_name: str, problem: str) -> InvalidArguments:
-    return InvalidArguments(tool_name, [problem], {})
-
-
-def _only(tool_name: str, args: dict[str, Any], allowed: set[str]) -> None:
-    extra = sorted(set(args) - allowed)
-    if extra:
-        raise self._bad(tool_name, f"unknown argument(s) {', '.join(extra)}; allowed: {', '.join(sorted(allowed))}")

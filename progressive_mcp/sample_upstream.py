@@ -234,9 +234,7 @@ def daily_bars(symbol: str, count: int) -> tuple[Bar, ...]:
         open_ = prev_close * math.exp(gap)
         high = max(open_, close) * math.exp(up)
         low = min(open_, close) / math.exp(down)
-        bars.append(
-            Bar(day.isoformat(), round(open_, 4), round(high, 4), round(low, 4), round(close, 4), volume)
-        )
+        bars.append(Bar(day.isoformat(), round(open_, 4), round(high, 4), round(low, 4), round(close, 4), volume))
         close = prev_close
     return tuple(bars)
 
@@ -374,9 +372,7 @@ def _bar_json(b: Bar) -> dict[str, str]:
 
 def _bars_csv(bars: list[Bar] | tuple[Bar, ...]) -> list[list[str]]:
     rows = [["timestamp", "open", "high", "low", "close", "volume"]]
-    rows += [
-        [b.stamp, _money(b.open), _money(b.high), _money(b.low), _money(b.close), str(b.volume)] for b in bars
-    ]
+    rows += [[b.stamp, _money(b.open), _money(b.high), _money(b.low), _money(b.close), str(b.volume)] for b in bars]
     return rows
 
 
@@ -434,9 +430,7 @@ def time_series_daily(p: Params, faults: Faults) -> Answer:
     return Answer(payload, _bars_csv(bars))
 
 
-def _periodic(
-    p: Params, faults: Faults, label: str, key: str, source: Callable[[str], tuple[Bar, ...]]
-) -> Answer:
+def _periodic(p: Params, faults: Faults, label: str, key: str, source: Callable[[str], tuple[Bar, ...]]) -> Answer:
     symbol = p.symbol()
     bars = daily_bars(symbol, HUGE_ROWS) if faults.huge else source(symbol)
     meta = {
@@ -467,9 +461,7 @@ def time_series_intraday(p: Params, faults: Faults) -> Answer:
     if month is not None and (len(month) != 7 or month[4] != "-"):
         raise InvalidCall("month")
     if faults.huge:
-        bars = intraday_bars(
-            symbol, minutes, list(daily_bars(symbol, FULL_TRADING_DAYS)), extended, HUGE_ROWS
-        )
+        bars = intraday_bars(symbol, minutes, list(daily_bars(symbol, FULL_TRADING_DAYS)), extended, HUGE_ROWS)
     else:
         days = _month_days(symbol, month)
         if days is None:
@@ -637,9 +629,7 @@ def _rsi(values: list[float], period: int) -> list[float | None]:
     return out
 
 
-def _indicator(
-    p: Params, name: str, title: str, compute: Callable[[list[float], int], list[float | None]]
-) -> Answer:
+def _indicator(p: Params, name: str, title: str, compute: Callable[[list[float], int], list[float | None]]) -> Answer:
     symbol = p.symbol()
     interval = p.require("interval", INDICATOR_INTERVALS)
     period_text = p.require("time_period")
@@ -857,8 +847,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if path == "/_sample/faults":
             try:
                 update = json.loads(body or b"{}")
+            except ValueError as exc:
+                self._send(_json_reply({"error": f"body is not valid JSON: {exc}"}, 400))
+                return
+            try:
                 faults = self.upstream.update_faults(update)
-            except (ValueError, TypeError) as exc:
+            except ValueError as exc:
                 self._send(_json_reply({"error": str(exc)}, 400))
                 return
             self._send(_json_reply(dataclasses.asdict(faults)))
@@ -907,9 +901,10 @@ class SampleUpstream:
     def start(self) -> SampleUpstream:
         """Serve in a daemon thread and return self."""
         if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever, name="sample-upstream", daemon=True
-            )
+            # a short poll interval keeps stop() fast: shutdown() waits for the loop's next poll
+            serve = self._httpd.serve_forever
+            options = {"poll_interval": 0.02}
+            self._thread = threading.Thread(target=serve, kwargs=options, name="sample-upstream", daemon=True)
             self._thread.start()
         return self
 
@@ -999,9 +994,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--huge", action="store_true", help="answer time series with several MB of rows")
     parser.add_argument("--rate-limit", action="store_true", help="answer the daily rate-limit notice")
     args = parser.parse_args(argv)
-    faults = Faults(
-        args.delay, args.status, malformed=args.malformed, huge=args.huge, rate_limit=args.rate_limit
-    )
+    faults = Faults(args.delay, args.status, malformed=args.malformed, huge=args.huge, rate_limit=args.rate_limit)
     try:
         upstream = SampleUpstream(args.host, args.port, faults)
     except OSError as exc:

@@ -28,14 +28,78 @@ FIELD_WEIGHTS: dict[str, float] = {
     "params": 0.5,
 }
 K1 = 1.2
+STRONG_MATCH = (FIELD_WEIGHTS["name"] + FIELD_WEIGHTS["title"] + FIELD_WEIGHTS["keywords"]) * (K1 + 1)
 # A query whose best tool reaches less than this share of the query's own weight is treated as
 # matching nothing (off-topic); see `SearchIndex.search`.
-MIN_RELATIVE_SCORE = 0.25
+MIN_RELATIVE_SCORE = 0.12
+# Hits far below the best one are noise for the agent; keep those within this share of the best.
+MIN_SHARE_OF_BEST = 0.25
+# Between two tools that fit a need alike, the one a free key can call is the better answer.
+PREMIUM_FACTOR = 0.85
+ENTITY_WEIGHT = 0.2
 
 STOPWORDS = frozenset(
-    """a an and are as at be by can could do does for from get give how i in is it its me my of on or
-    please show tell that the this to was what whats when where which who will with would you your
-    want need find look up list data info information latest current today now""".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "could",
+        "do",
+        "does",
+        "for",
+        "from",
+        "get",
+        "give",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "please",
+        "show",
+        "tell",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "what",
+        "whats",
+        "when",
+        "where",
+        "which",
+        "who",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "want",
+        "need",
+        "find",
+        "look",
+        "up",
+        "list",
+        "data",
+        "info",
+        "information",
+        "latest",
+        "current",
+        "today",
+        "now",
+    ]
 )
 
 # Domain words people use, mapped to words the catalog uses. Both sides are lower case.
@@ -119,6 +183,10 @@ class SearchIndex:
         doc_freq: Counter[str] = Counter()
         for doc in self._fields:
             doc_freq.update({term for counts in doc.values() for term in counts})
+        # Words found only in example questions are mostly entities (tickers, company names):
+        # they may break ties but must not decide which kind of tool answers.
+        described = {term for doc in self._fields for f, counts in doc.items() if f != "examples" for term in counts}
+        self._example_only = {term for term in doc_freq if term not in described}
         n = max(len(self._tools), 1)
         self._idf = {term: math.log(1 + (n - df + 0.5) / (df + 0.5)) for term, df in doc_freq.items()}
 
@@ -149,11 +217,16 @@ class SearchIndex:
 
     def search(self, query: str, *, limit: int = 5, categories: frozenset[str] | None = None) -> list[Hit]:
         """The best `limit` tools for `query`, best first; empty when nothing is a good match."""
-        terms = {t: w for t, w in self.query_terms(query).items() if t in self._idf}
+        terms = {
+            t: w * (ENTITY_WEIGHT if t in self._example_only else 1.0)
+            for t, w in self.query_terms(query).items()
+            if t in self._idf
+        }
         if not terms:
             return []
-        # The best score a single tool could reach if every known term matched its name field.
-        ceiling = sum(w * self._idf[t] for t, w in terms.items()) * FIELD_WEIGHTS["name"]
+        # What a tool scores when every query term is a strong match in its three best fields:
+        # scores are shown relative to it (0..1), and the no-match threshold is a share of it.
+        ceiling = sum(w * self._idf[t] for t, w in terms.items()) * STRONG_MATCH
         scored: list[tuple[float, int]] = []
         for index, doc in enumerate(self._fields):
             tool = self._tools[index]
@@ -170,12 +243,13 @@ class SearchIndex:
                         term_score += field_weight * norm
                 score += weight * self._idf[term] * term_score
             if score > 0:
-                scored.append((score, index))
+                scored.append((score * (PREMIUM_FACTOR if tool.premium else 1.0), index))
         scored.sort(key=lambda item: (-item[0], self._tools[item[1]].name))
         hits = []
+        best = scored[0][0] if scored else 0.0
         for score, index in scored[:limit]:
             relative = min(score / ceiling, 1.0) if ceiling else 0.0
-            if relative < MIN_RELATIVE_SCORE:
+            if relative < MIN_RELATIVE_SCORE or score < best * MIN_SHARE_OF_BEST:
                 break
             tool = self._tools[index]
             hits.append(Hit(tool.name, round(relative, 3), tool.summary, tool.category))

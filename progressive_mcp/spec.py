@@ -103,9 +103,7 @@ class Spec(_Model):
     spec_version: Literal[1] = 1
     api: ApiSpec
     categories: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")], str]
-    shared_params: dict[Annotated[str, Field(pattern=PARAM_NAME_PATTERN)], ParamSpec] = Field(
-        default_factory=dict
-    )
+    shared_params: dict[Annotated[str, Field(pattern=PARAM_NAME_PATTERN)], ParamSpec] = Field(default_factory=dict)
     tools: list[ToolSpec]
 
 
@@ -172,7 +170,9 @@ def parse_spec(text: str, *, source: str = "<spec>") -> Spec:
     if problems or loader.duplicate_keys:
         lines = _line_index(text)
         rendered = [_render(path, msg, data, lines) for path, msg in problems]
-        rendered += [f"line {line}: duplicate key {key!r} (YAML would keep only the last)" for line, key in loader.duplicate_keys]
+        rendered += [
+            f"line {line}: duplicate key {key!r} (YAML would keep only the last)" for line, key in loader.duplicate_keys
+        ]
         raise SpecError(source, rendered)
     return spec
 
@@ -234,26 +234,30 @@ def _cross_check(spec: Spec) -> list[tuple[Path_, str]]:
     for name, shared in spec.shared_params.items():
         where: Path_ = ("shared_params", name)
         if shared.use is not None:
-            problems.append((where + ("use",), "a shared parameter cannot use another one"))
+            problems.append(((*where, "use"), "a shared parameter cannot use another one"))
         problems += _check_param(where, shared.model_dump(exclude_none=True), allow_untyped=False)
     seen: dict[str, int] = {}
     for index, tool in enumerate(spec.tools):
         where = ("tools", index)
         if tool.name in seen:
-            problems.append((where + ("name",), f"duplicate tool name (first defined at tools[{seen[tool.name]}])"))
+            problems.append(((*where, "name"), f"duplicate tool name (first defined at tools[{seen[tool.name]}])"))
         seen.setdefault(tool.name, index)
         if tool.category not in spec.categories:
             known = ", ".join(sorted(spec.categories))
-            problems.append((where + ("category",), f"unknown category {tool.category!r} (defined: {known})"))
+            problems.append(((*where, "category"), f"unknown category {tool.category!r} (defined: {known})"))
         for pname, param in tool.params.items():
             pwhere = (*where, "params", pname)
             if pname in reserved:
-                problems.append((pwhere, f"{pname!r} is set by the server (dispatch or auth) and cannot be a parameter"))
+                problems.append(
+                    (pwhere, f"{pname!r} is set by the server (dispatch or auth) and cannot be a parameter")
+                )
             merged: dict[str, Any] = {}
             if param.use is not None:
                 if param.use not in spec.shared_params:
                     defined = ", ".join(sorted(spec.shared_params)) or "none"
-                    problems.append((pwhere + ("use",), f"undefined shared parameter {param.use!r} (defined: {defined})"))
+                    problems.append(
+                        ((*pwhere, "use"), f"undefined shared parameter {param.use!r} (defined: {defined})")
+                    )
                     continue
                 merged.update(spec.shared_params[param.use].model_dump(exclude_none=True))
             merged.update(param.model_dump(exclude_none=True, exclude={"use"}))
@@ -284,41 +288,39 @@ def _check_param(where: Path_, p: dict[str, Any], *, allow_untyped: bool) -> lis
     type_name = p.get("type")
     if type_name is None:
         if not allow_untyped:
-            problems.append((where + ("type",), "missing type (one of string, integer, number, boolean)"))
+            problems.append(((*where, "type"), "missing type (one of string, integer, number, boolean)"))
         return problems
     enum = p.get("enum")
     if enum is not None:
         if not enum:
-            problems.append((where + ("enum",), "an enum needs at least one value"))
+            problems.append(((*where, "enum"), "an enum needs at least one value"))
         for value in enum:
             if not _type_ok(value, type_name):
-                problems.append((where + ("enum",), f"value {value!r} is not of type {type_name}"))
+                problems.append(((*where, "enum"), f"value {value!r} is not of type {type_name}"))
         if len(set(map(repr, enum))) != len(enum):
-            problems.append((where + ("enum",), "repeated value"))
+            problems.append(((*where, "enum"), "repeated value"))
     pattern = p.get("pattern")
     if pattern is not None:
         if type_name != "string":
-            problems.append((where + ("pattern",), "a pattern only applies to string parameters"))
+            problems.append(((*where, "pattern"), "a pattern only applies to string parameters"))
         try:
             re.compile(pattern)
         except re.error as exc:
-            problems.append((where + ("pattern",), f"not a valid regular expression: {exc}"))
+            problems.append(((*where, "pattern"), f"not a valid regular expression: {exc}"))
             pattern = None
     lo, hi = p.get("minimum"), p.get("maximum")
     if (lo is not None or hi is not None) and type_name not in ("integer", "number"):
-        problems.append((where + ("minimum" if lo is not None else "maximum",), "bounds only apply to numbers"))
+        problems.append(((*where, "minimum" if lo is not None else "maximum"), "bounds only apply to numbers"))
     if lo is not None and hi is not None and lo > hi:
-        problems.append((where + ("minimum",), f"minimum {lo} is greater than maximum {hi}"))
+        problems.append(((*where, "minimum"), f"minimum {lo} is greater than maximum {hi}"))
     for field in ("default", "examples"):
         values = p.get(field)
         if values is None:
             continue
         for value in values if field == "examples" else [values]:
-            problems += [
-                (where + (field,), msg) for msg in _value_problems(value, type_name, enum, pattern, lo, hi)
-            ]
+            problems += [((*where, field), msg) for msg in _value_problems(value, type_name, enum, pattern, lo, hi)]
     if p.get("required") and p.get("default") is not None:
-        problems.append((where + ("default",), "a required parameter cannot have a default"))
+        problems.append(((*where, "default"), "a required parameter cannot have a default"))
     return problems
 
 

@@ -111,12 +111,12 @@ class Surface:
             if name == TOOL_CALL and self.mode != "direct":
                 tool, raw = self.meta.resolve_call(args)
                 return self._run(tool, raw, ctx)
-            tool = self._direct.get(name) if name not in META_TOOL_NAMES else None
         except ToolError as exc:
             return _error_result(exc, ctx)
-        if tool is None:
+        direct = self._direct.get(name) if name not in META_TOOL_NAMES else None
+        if direct is None:
             raise UnknownTool(name, self._suggest(name))
-        return self._run(tool, args, ctx)
+        return self._run(direct, args, ctx)
 
     def _run(self, tool: CatalogTool, raw_arguments: Any, ctx: CallContext) -> types.CallToolResult:
         try:
@@ -154,5 +154,7 @@ def _error_result(exc: ToolError, ctx: CallContext) -> types.CallToolResult:
     error.update(exc.details())
     payload = {"error": error}
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=dumps(payload))], structured_content=payload, is_error=True
+        content=[types.TextContent(type="text", text=dumps(payload))],
+        structured_content=payload,
+        is_error=True,
     )

@@ -201,7 +201,12 @@ class UpstreamClient:
         elapsed_ms = (time.perf_counter() - started) * 1000
         logger.info(
             "upstream call",
-            extra={"tool": tool.name, "status": response.status, "attempts": attempt, "elapsed_ms": round(elapsed_ms, 1)},
+            extra={
+                "tool": tool.name,
+                "status": response.status,
+                "attempts": attempt,
+                "elapsed_ms": round(elapsed_ms, 1),
+            },
         )
         payload, fmt = self._interpret(tool, arguments, response, attempt, api_key)
         return UpstreamResult(payload, fmt, response.status, attempt, elapsed_ms)
@@ -272,9 +277,9 @@ class UpstreamClient:
 def classify_error_text(api_title: str, tool_name: str, kind: str, message: str) -> UpstreamError:
     """Map an upstream's error text to the error class a model can act on."""
     lowered = message.lower()
-    if "apikey" in lowered.replace(" ", "") or "api key is invalid" in lowered:
-        if "rate limit" not in lowered:
-            return MissingApiKey(f"{api_title} rejected the API key: {message}")
+    mentions_key = "apikey" in lowered.replace(" ", "") or "api key is invalid" in lowered
+    if mentions_key and "rate limit" not in lowered:
+        return MissingApiKey(f"{api_title} rejected the API key: {message}")
     if any(s in lowered for s in ("rate limit", "requests per", "call frequency", "spreading out")):
         daily = "per day" in lowered or "daily" in lowered
         hint = (

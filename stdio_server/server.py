@@ -8,6 +8,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 from typing import Any
@@ -91,10 +92,8 @@ def run(args: argparse.Namespace) -> int:
     except ProgressiveMCPError as exc:
         print(f"progressive-mcp: {exc}", file=sys.stderr)
         return 2
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         anyio.run(serve, surface, surface.default_context(settings))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

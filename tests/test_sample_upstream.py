@@ -33,13 +33,21 @@ from progressive_mcp.sample_upstream import (
 )
 
 KEY = "test-key-123"
-INVALID_CALL = "Invalid API call. Please retry or visit the documentation (https://www.alphavantage.co/documentation/) for {}."
+DOCS = "https://www.alphavantage.co/documentation/"
+INVALID_CALL = f"Invalid API call. Please retry or visit the documentation ({DOCS}) for {{}}."
+
+
+@pytest.fixture(scope="module")
+def shared_upstream() -> Iterator[SampleUpstream]:
+    with SampleUpstream(port=0) as server:
+        yield server
 
 
 @pytest.fixture
-def upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream(port=0) as server:
-        yield server
+def upstream(shared_upstream: SampleUpstream) -> SampleUpstream:
+    """One server for the module (stopping one costs a poll interval); each test starts it clean."""
+    shared_upstream.reset()
+    return shared_upstream
 
 
 def fetch(server: SampleUpstream, **params: str) -> tuple[int, dict[str, str], bytes]:
@@ -146,21 +154,15 @@ def test_intraday_intervals(upstream: SampleUpstream, interval: str) -> None:
 
 
 def test_intraday_full_month_and_hours(upstream: SampleUpstream) -> None:
-    full = series(
-        call(upstream, function="TIME_SERIES_INTRADAY", symbol="IBM", interval="60min", outputsize="full")
-    )
+    full = series(call(upstream, function="TIME_SERIES_INTRADAY", symbol="IBM", interval="60min", outputsize="full"))
     month = ANCHOR.isoformat()[:7]
     assert all(stamp.startswith(month) for stamp in full)
     assert len(full) == 15 * 16  # 15 trading days of November 2026 up to the anchor, 04:00-20:00 hourly
     regular = series(
-        call(
-            upstream, function="TIME_SERIES_INTRADAY", symbol="IBM", interval="60min", extended_hours="false"
-        )
+        call(upstream, function="TIME_SERIES_INTRADAY", symbol="IBM", interval="60min", extended_hours="false")
     )
     assert all("09:30:00" <= stamp[11:] < "16:00:00" for stamp in regular)
-    past = series(
-        call(upstream, function="TIME_SERIES_INTRADAY", symbol="IBM", interval="30min", month="2009-01")
-    )
+    past = series(call(upstream, function="TIME_SERIES_INTRADAY", symbol="IBM", interval="30min", month="2009-01"))
     assert all(stamp.startswith("2009-01-") for stamp in past)
 
 
@@ -169,7 +171,7 @@ def test_weekly_and_monthly(upstream: SampleUpstream) -> None:
     assert SAMPLE_LABEL in weekly["Meta Data"]["1. Information"]
     assert weekly["Meta Data"]["4. Time Zone"] == "US/Eastern"
     weeks = weekly["Weekly Time Series"]
-    assert list(weeks)[0] == ANCHOR.isoformat()
+    assert next(iter(weeks)) == ANCHOR.isoformat()
     assert 1000 < len(weeks) < 1100
     monthly = call(upstream, function="TIME_SERIES_MONTHLY", symbol="SPY")
     months = monthly["Monthly Time Series"]
@@ -195,9 +197,7 @@ def test_csv(upstream: SampleUpstream) -> None:
     answer = call(upstream, function="TIME_SERIES_DAILY", symbol="IBM")
     first = answer["Time Series (Daily)"][ANCHOR.isoformat()]
     assert lines[1].split(",")[1:] == list(first.values())
-    _, _, intraday = fetch(
-        upstream, function="TIME_SERIES_INTRADAY", symbol="IBM", interval="5min", datatype="csv"
-    )
+    _, _, intraday = fetch(upstream, function="TIME_SERIES_INTRADAY", symbol="IBM", interval="5min", datatype="csv")
     assert intraday.decode().startswith("timestamp,open,high,low,close,volume\r\n2026-11-20 19:55:00,")
 
 
@@ -240,9 +240,7 @@ def test_currency_exchange_rate(upstream: SampleUpstream) -> None:
 
 
 def test_rsi(upstream: SampleUpstream) -> None:
-    answer = call(
-        upstream, function="RSI", symbol="IBM", interval="daily", time_period="14", series_type="close"
-    )
+    answer = call(upstream, function="RSI", symbol="IBM", interval="daily", time_period="14", series_type="close")
     meta = answer["Meta Data"]
     assert SAMPLE_LABEL in meta["1. Information"]
     assert meta["1: Symbol"] == "IBM"
@@ -251,25 +249,18 @@ def test_rsi(upstream: SampleUpstream) -> None:
     values = answer["Technical Analysis: RSI"]
     assert len(values) == FULL_TRADING_DAYS - 14
     assert all(0 <= float(v["RSI"]) <= 100 for v in values.values())
-    weekly = call(
-        upstream, function="RSI", symbol="IBM", interval="weekly", time_period="10", series_type="open"
-    )
+    weekly = call(upstream, function="RSI", symbol="IBM", interval="weekly", time_period="10", series_type="open")
     assert weekly["Meta Data"]["4: Interval"] == "weekly"
-    intraday = call(
-        upstream, function="RSI", symbol="IBM", interval="15min", time_period="20", series_type="high"
-    )
-    assert list(intraday["Technical Analysis: RSI"])[0] == f"{ANCHOR.isoformat()} 19:45:00"
+    intraday = call(upstream, function="RSI", symbol="IBM", interval="15min", time_period="20", series_type="high")
+    assert next(iter(intraday["Technical Analysis: RSI"])) == f"{ANCHOR.isoformat()} 19:45:00"
 
 
 def test_sma_matches_the_daily_closes(upstream: SampleUpstream) -> None:
-    answer = call(
-        upstream, function="SMA", symbol="TSLA", interval="daily", time_period="5", series_type="close"
-    )
+    answer = call(upstream, function="SMA", symbol="TSLA", interval="daily", time_period="5", series_type="close")
     assert answer["Meta Data"]["2: Indicator"] == "Simple Moving Average (SMA)"
     values = answer["Technical Analysis: SMA"]
     closes = [
-        float(b["4. close"])
-        for b in series(call(upstream, function="TIME_SERIES_DAILY", symbol="TSLA")).values()
+        float(b["4. close"]) for b in series(call(upstream, function="TIME_SERIES_DAILY", symbol="TSLA")).values()
     ]
     assert float(values[ANCHOR.isoformat()]["SMA"]) == pytest.approx(sum(closes[:5]) / 5, abs=1e-3)
     assert len(values) == FULL_TRADING_DAYS - 4
@@ -284,9 +275,7 @@ def test_sma_matches_the_daily_closes(upstream: SampleUpstream) -> None:
         ("CPI", "semiannual", "2026-01-01", 6),
     ],
 )
-def test_economic(
-    upstream: SampleUpstream, function: str, interval: str, newest: str, step_months: int
-) -> None:
+def test_economic(upstream: SampleUpstream, function: str, interval: str, newest: str, step_months: int) -> None:
     answer = call(upstream, function=function, interval=interval)
     assert set(answer) == {"name", "interval", "unit", "data"}
     assert SAMPLE_LABEL in answer["name"]
@@ -294,9 +283,7 @@ def test_economic(
     data = answer["data"]
     assert data[0]["date"] == newest
     assert data[-1]["date"] == "2000-01-01"
-    assert (
-        len(data) == (int(newest[:4]) - 2000) * 12 // step_months + (int(newest[5:7]) - 1) // step_months + 1
-    )
+    assert len(data) == (int(newest[:4]) - 2000) * 12 // step_months + (int(newest[5:7]) - 1) // step_months + 1
     assert all(float(point["value"]) > 0 for point in data)
     assert call(upstream, function=function)["interval"] in ("annual", "monthly")  # the documented defaults
 
@@ -322,8 +309,7 @@ def test_same_request_same_bytes(upstream: SampleUpstream) -> None:
 
 def test_symbols_get_different_walks(upstream: SampleUpstream) -> None:
     quotes = {
-        s: call(upstream, function="GLOBAL_QUOTE", symbol=s)["Global Quote"]["05. price"]
-        for s in ("IBM", "AAPL")
+        s: call(upstream, function="GLOBAL_QUOTE", symbol=s)["Global Quote"]["05. price"] for s in ("IBM", "AAPL")
     }
     assert quotes["IBM"] != quotes["AAPL"]
 
@@ -379,9 +365,7 @@ def test_unknown_and_unsimulated_functions(upstream: SampleUpstream) -> None:
         "Error Message": "This API function (NOT_A_FUNCTION) does not exist."
     }
     notice = call(upstream, function="NEWS_SENTIMENT", tickers="IBM")
-    assert notice == {
-        "Information": "The sample upstream has no data for NEWS_SENTIMENT (synthetic offline server)."
-    }
+    assert notice == {"Information": "The sample upstream has no data for NEWS_SENTIMENT (synthetic offline server)."}
 
 
 def test_premium(upstream: SampleUpstream) -> None:

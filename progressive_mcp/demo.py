@@ -1,0 +1,126 @@
+"""`make demo`: a real MCP session over stdio that shows progressive discovery end to end, offline.
+
+It starts the offline sample upstream (synthetic data), launches `python -m stdio_server` through
+the mcp SDK's client, and walks the discovery path step by step with token counts. Example::
+
+    python -m progressive_mcp.demo
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import textwrap
+from typing import Any
+
+import mcp_types as types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from progressive_mcp.sample_upstream import SampleUpstream
+from progressive_mcp.tokens import TOKENIZER_LABEL, count_tokens, dumps
+
+DEMO_KEY = "demo-key-for-the-sample-upstream"
+
+
+def _tools_tokens(tools: list[Any]) -> int:
+    return count_tokens(dumps([t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools]))
+
+
+def _show(value: Any, limit: int = 1400) -> str:
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    if len(text) > limit:
+        text = text[:limit] + "\n  ... (cut for the screen; the model gets all of it)"
+    return textwrap.indent(text, "    ")
+
+
+def _step(number: int, title: str) -> None:
+    print(f"\n[{number}] {title}")
+
+
+async def _session(upstream_url: str, mode: str) -> tuple[list[Any], Any]:
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "stdio_server", "--mode", mode, "--upstream", upstream_url],
+        env={"ALPHAVANTAGE_API_KEY": DEMO_KEY},
+    )
+    async with Client(server, mode="auto") as client:
+        return (await client.list_tools()).tools, client.protocol_version
+
+
+async def run_demo(upstream_url: str) -> int:
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "stdio_server", "--upstream", upstream_url],
+        env={"ALPHAVANTAGE_API_KEY": DEMO_KEY},
+    )
+    spent = 0
+    async with Client(server, mode="auto") as client:
+        print(f"Connected over stdio; protocol version {client.protocol_version}.")
+
+        _step(1, "tools/list on the progressive surface: all the model sees up front")
+        tools = (await client.list_tools()).tools
+        cost = _tools_tokens(tools)
+        spent += cost
+        for tool in tools:
+            print(f"    {tool.name:<12} {tool.description}")
+        print(f"    -> {len(tools)} tools, {cost} tokens")
+
+        async def call(number: int, title: str, name: str, arguments: dict[str, Any]) -> Any:
+            nonlocal spent
+            _step(number, f"{title}\n    {name} {json.dumps(arguments)}")
+            result = await client.call_tool(name, arguments)
+            text = "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+            cost = count_tokens(text)
+            spent += cost
+            if result.is_error:
+                print(f"    error: {text}")
+            return result.structured_content, cost, result.is_error
+
+        found, cost, failed = await call(
+            2, "TOOL_SEARCH: find a tool for the user's words", "TOOL_SEARCH", {"query": "give me aapl price"}
+        )
+        for rank, hit in enumerate(found.get("results", []), 1):
+            print(f"    {rank}. {hit['name']:<22} score {hit['score']:<6} {hit['summary']}")
+        print(f"    -> {cost} tokens")
+
+        schema, cost, failed = await call(
+            3, "TOOL_GET: load the one schema the task needs", "TOOL_GET", {"tool_name": "GLOBAL_QUOTE"}
+        )
+        print(_show(schema["tools"][0]))
+        print(f"    -> {cost} tokens (catalog version {schema['catalog_version']})")
+
+        answer, cost, failed = await call(
+            4,
+            "TOOL_CALL: run it (offline sample upstream, synthetic prices)",
+            "TOOL_CALL",
+            {"tool_name": "GLOBAL_QUOTE", "arguments": {"symbol": "AAPL"}},
+        )
+        if failed:
+            return 1
+        print(_show(answer["data"]))
+        print(f"    -> {cost} tokens")
+
+    _step(5, "For comparison: the direct surface (every tool's schema up front)")
+    direct_tools, _ = await _session(upstream_url, "direct")
+    direct_cost = _tools_tokens(direct_tools)
+    print(f"    tools/list -> {len(direct_tools)} tools, {direct_cost} tokens")
+
+    print(
+        f"\nProgressive discovery used {spent} tokens in all for this task; listing every tool up front costs "
+        f"{direct_cost} tokens before any work starts ({direct_cost / max(spent, 1):.1f}x)."
+        f"\nTokens counted with {TOKENIZER_LABEL}, on the JSON text the client received."
+    )
+    return 0
+
+
+def main() -> int:
+    print("progressive-mcp demo: a real MCP session (mcp SDK client <-> python -m stdio_server), offline.")
+    with SampleUpstream() as upstream:
+        print(f"Upstream: the offline sample server at {upstream.url} (synthetic data, not real market prices).")
+        return asyncio.run(run_demo(upstream.url))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
