@@ -176,6 +176,7 @@ class SearchIndex:
     def __init__(self, tools: Iterable[CatalogTool]) -> None:
         self._tools = list(tools)
         self._fields: list[dict[str, Counter[str]]] = [self._document(t) for t in self._tools]
+        self._lengths = [{f: sum(counts.values()) for f, counts in doc.items()} for doc in self._fields]
         self._avg_len = {
             f: (sum(sum(doc[f].values()) for doc in self._fields) / max(len(self._fields), 1)) or 1.0
             for f in FIELD_WEIGHTS
@@ -233,12 +234,13 @@ class SearchIndex:
             if categories and tool.category not in categories:
                 continue
             score = 0.0
+            lengths = self._lengths[index]
             for term, weight in terms.items():
                 term_score = 0.0
                 for field_name, field_weight in FIELD_WEIGHTS.items():
                     tf = doc[field_name].get(term, 0)
                     if tf:
-                        length = sum(doc[field_name].values())
+                        length = lengths[field_name]
                         norm = tf * (K1 + 1) / (tf + K1 * (0.25 + 0.75 * length / self._avg_len[field_name]))
                         term_score += field_weight * norm
                 score += weight * self._idf[term] * term_score

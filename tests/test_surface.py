@@ -1,0 +1,253 @@
+"""The meta-tools and the three surfaces, called in process (the stdio tests cover the wire)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import jsonschema_rs
+import pytest
+
+from progressive_mcp.catalog import Catalog
+from progressive_mcp.errors import ConfigError, UnknownTool
+from progressive_mcp.metatools import META_TOOL_NAMES
+from progressive_mcp.report import BUDGETS, measure_tokens
+from progressive_mcp.sample_upstream import SampleUpstream
+from progressive_mcp.surface import CallContext, Surface
+from progressive_mcp.upstream import UpstreamClient
+
+KEY = "SuRfAcE-KEY-0042"
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return Catalog.load()
+
+
+@pytest.fixture(scope="module")
+def upstream_url() -> Iterator[str]:
+    with SampleUpstream() as server:
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def surface(catalog: Catalog, upstream_url: str) -> Surface:
+    return Surface(catalog, upstream=UpstreamClient(catalog.api, base_url=upstream_url, retries=0))
+
+
+def call(surface: Surface, name: str, arguments: dict[str, Any], key: str | None = KEY) -> tuple[dict[str, Any], bool]:
+    """Call a tool; check the text is the same JSON as structuredContent; return (structured, is_error)."""
+    result = surface.call_tool(name, arguments, CallContext(api_key=key))
+    assert len(result.content) == 1
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert json.loads(text) == result.structured_content, "text and structuredContent must carry the same JSON"
+    if not result.is_error:
+        schema = next(t.output_schema for t in surface.list_tools() if t.name == name)
+        if schema is not None:
+            jsonschema_rs.validate(schema, result.structured_content)
+    return result.structured_content, result.is_error
+
+
+def test_progressive_surface_lists_exactly_the_four_meta_tools(surface: Surface) -> None:
+    tools = surface.list_tools()
+    assert [t.name for t in tools] == list(META_TOOL_NAMES)
+    for tool in tools:
+        assert tool.output_schema is not None and tool.output_schema["type"] == "object"
+        assert tool.annotations is not None and tool.annotations.read_only_hint is True
+        jsonschema_rs.meta.validate(tool.input_schema)
+
+
+def test_tool_list_default_names_grouped_by_category(surface: Surface, catalog: Catalog) -> None:
+    listing, failed = call(surface, "TOOL_LIST", {})
+    assert not failed
+    assert listing["catalog_version"] == catalog.version
+    assert listing["tool_count"] == len(catalog) == 128
+    names = [name for group in listing["categories"] for name in group["tools"]]
+    assert sorted(names) == sorted(t.name for t in catalog.tools)
+    assert all(isinstance(name, str) for name in names)
+
+
+def test_tool_list_one_category_defaults_to_summaries(surface: Surface) -> None:
+    listing, failed = call(surface, "TOOL_LIST", {"category": "forex"})
+    assert not failed
+    [group] = listing["categories"]
+    assert group["name"] == "forex"
+    assert {t["name"] for t in group["tools"]} == {"FX_INTRADAY", "FX_DAILY", "FX_WEEKLY", "FX_MONTHLY"}
+    assert all(t["summary"] for t in group["tools"])
+    names_only, _ = call(surface, "TOOL_LIST", {"category": "forex", "detail": "names"})
+    assert names_only["categories"][0]["tools"] == [t["name"] for t in group["tools"]]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"category": "weather"}, "unknown category 'weather'"),
+        ({"detail": "everything"}, "detail must be one of names, summary"),
+        ({"categroy": "forex"}, "unknown argument(s) categroy"),
+    ],
+)
+def test_tool_list_bad_arguments_are_actionable(surface: Surface, arguments: dict[str, Any], expected: str) -> None:
+    error, failed = call(surface, "TOOL_LIST", arguments)
+    assert failed
+    assert expected in error["error"]["message"]
+    assert error["error"]["inputSchema"]["properties"]["category"]["enum"][0] == "stocks"
+
+
+def test_tool_search_ranks_the_quote_tool_first(surface: Surface) -> None:
+    found, failed = call(surface, "TOOL_SEARCH", {"query": "give me aapl price"})
+    assert not failed
+    results = found["results"]
+    assert results[0]["name"] == "GLOBAL_QUOTE"
+    assert len(results) <= 5
+    assert all({"name", "score", "summary", "category"} <= set(r) for r in results)
+    assert [r["score"] for r in results] == sorted((r["score"] for r in results), reverse=True)
+
+
+def test_tool_search_limit_and_category(surface: Surface) -> None:
+    found, _ = call(surface, "TOOL_SEARCH", {"query": "moving average", "limit": 2, "category": "technicals"})
+    assert len(found["results"]) == 2
+    assert all(r["category"] == "technicals" for r in found["results"])
+
+
+def test_tool_search_off_topic_gives_empty_results_and_a_hint(surface: Surface, catalog: Catalog) -> None:
+    found, failed = call(surface, "TOOL_SEARCH", {"query": "what is the weather in paris tomorrow"})
+    assert not failed
+    assert found["results"] == []
+    assert "TOOL_LIST" in found["hint"]
+    assert set(found["categories"]) == set(catalog.categories)
+
+
+@pytest.mark.parametrize("arguments", [{"query": ""}, {"query": "x", "limit": 0}, {"query": "x", "limit": 99}, {}])
+def test_tool_search_rejects_bad_arguments(surface: Surface, arguments: dict[str, Any]) -> None:
+    _, failed = call(surface, "TOOL_SEARCH", arguments)
+    assert failed
+
+
+def test_tool_get_one_and_many(surface: Surface, catalog: Catalog) -> None:
+    one, failed = call(surface, "TOOL_GET", {"tool_name": "GLOBAL_QUOTE"})
+    assert not failed
+    [tool] = one["tools"]
+    assert tool["name"] == "GLOBAL_QUOTE"
+    assert tool["inputSchema"]["required"] == ["symbol"]
+    assert tool["inputSchema"]["properties"]["datatype"] == {
+        "type": "string",
+        "enum": ["json", "csv"],
+        "default": "json",
+    }
+    assert tool["content_hash"] == catalog.get("GLOBAL_QUOTE").content_hash[:16]
+    assert one["catalog_version"] == catalog.version
+    many, _ = call(surface, "TOOL_GET", {"tool_name": ["RSI", "SMA", "RSI"]})
+    assert [t["name"] for t in many["tools"]] == ["RSI", "SMA"]
+
+
+def test_tool_get_unknown_name_suggests_the_closest_tools(surface: Surface) -> None:
+    error, failed = call(surface, "TOOL_GET", {"tool_name": "GLOBAL_QOUTE"})
+    assert failed
+    assert error["error"]["suggestions"][0] == "GLOBAL_QUOTE"
+    assert "GLOBAL_QUOTE" in error["error"]["message"]
+    partial, failed = call(surface, "TOOL_GET", {"tool_name": ["RSI", "RSII"]})
+    assert not failed
+    assert [t["name"] for t in partial["tools"]] == ["RSI"]
+    assert partial["not_found"][0]["suggestions"][0] == "RSI"
+
+
+def test_tool_get_rejects_too_many_and_wrong_types(surface: Surface) -> None:
+    assert call(surface, "TOOL_GET", {"tool_name": ["RSI"] * 11})[1]
+    assert call(surface, "TOOL_GET", {"tool_name": 42})[1]
+
+
+def test_tool_call_runs_the_upstream(surface: Surface) -> None:
+    answer, failed = call(surface, "TOOL_CALL", {"tool_name": "GLOBAL_QUOTE", "arguments": {"symbol": "AAPL"}})
+    assert not failed
+    assert answer["tool"] == "GLOBAL_QUOTE"
+    assert answer["arguments"] == {"symbol": "AAPL", "datatype": "json"}
+    assert answer["data"]["Global Quote"]["01. symbol"] == "AAPL"
+
+
+def test_tool_call_accepts_arguments_as_a_json_string(surface: Surface) -> None:
+    answer, failed = call(surface, "TOOL_CALL", {"tool_name": "GLOBAL_QUOTE", "arguments": '{"symbol": "IBM"}'})
+    assert not failed
+    assert answer["data"]["Global Quote"]["01. symbol"] == "IBM"
+
+
+def test_tool_call_invalid_arguments_list_every_problem_with_the_schema(surface: Surface) -> None:
+    error, failed = call(
+        surface,
+        "TOOL_CALL",
+        {"tool_name": "TIME_SERIES_INTRADAY", "arguments": {"interval": "2min", "outputsize": "huge", "foo": 1}},
+    )
+    assert failed
+    problems = error["error"]["problems"]
+    assert any("symbol" in p and "required" in p for p in problems)
+    assert any("interval" in p for p in problems)
+    assert any("outputsize" in p for p in problems)
+    assert any("foo" in p for p in problems)
+    assert error["error"]["inputSchema"]["properties"]["interval"]["enum"][0] == "1min"
+
+
+def test_tool_call_unknown_tool_is_an_error_result_with_suggestions(surface: Surface) -> None:
+    error, failed = call(surface, "TOOL_CALL", {"tool_name": "GLOBALQUOTE", "arguments": {}})
+    assert failed
+    assert error["error"]["type"] == "UnknownTool"
+    assert "GLOBAL_QUOTE" in error["error"]["suggestions"]
+
+
+def test_tool_call_refuses_meta_tools(surface: Surface) -> None:
+    error, failed = call(surface, "TOOL_CALL", {"tool_name": "TOOL_LIST", "arguments": {}})
+    assert failed and "meta-tool" in error["error"]["message"]
+
+
+def test_upstream_errors_are_is_error_results_without_the_key(surface: Surface) -> None:
+    error, failed = call(surface, "TOOL_CALL", {"tool_name": "GLOBAL_QUOTE", "arguments": {"symbol": "AAPL"}}, key=None)
+    assert failed and error["error"]["kind"] == "auth"
+    assert "ALPHAVANTAGE_API_KEY" in error["error"]["message"]
+    limited, failed = call(
+        surface, "TOOL_CALL", {"tool_name": "GLOBAL_QUOTE", "arguments": {"symbol": "AAPL"}}, key="ratelimited"
+    )
+    assert failed and limited["error"]["kind"] == "rate_limited"
+    assert "ratelimited" not in json.dumps(limited)
+    rejected, failed = call(surface, "TOOL_CALL", {"tool_name": "TIME_SERIES_DAILY", "arguments": {"symbol": "ZZZZ"}})
+    assert failed and rejected["error"]["kind"] == "invalid_request"
+    assert KEY not in json.dumps(rejected)
+
+
+def test_direct_surface_exposes_every_tool_and_calls_it(catalog: Catalog, upstream_url: str) -> None:
+    direct = Surface(catalog, mode="direct", upstream=UpstreamClient(catalog.api, base_url=upstream_url))
+    tools = direct.list_tools()
+    assert len(tools) == 128 and "TOOL_LIST" not in {t.name for t in tools}
+    quote = next(t for t in tools if t.name == "GLOBAL_QUOTE")
+    assert quote.annotations is not None
+    assert (quote.annotations.read_only_hint, quote.annotations.destructive_hint) == (True, False)
+    assert quote.annotations.open_world_hint is True
+    answer, failed = call(direct, "GLOBAL_QUOTE", {"symbol": "MSFT"})
+    assert not failed and answer["data"]["Global Quote"]["01. symbol"] == "MSFT"
+    with pytest.raises(UnknownTool):
+        direct.call_tool("TOOL_SEARCH", {"query": "price"}, CallContext())
+
+
+def test_hybrid_surface_has_both_and_category_filter(catalog: Catalog) -> None:
+    hybrid = Surface(catalog, mode="hybrid", categories=frozenset({"forex"}))
+    names = [t.name for t in hybrid.list_tools()]
+    assert names == [*META_TOOL_NAMES, "FX_INTRADAY", "FX_DAILY", "FX_WEEKLY", "FX_MONTHLY"]
+    listing, _ = call(hybrid, "TOOL_LIST", {})
+    assert [g["name"] for g in listing["categories"]] == ["forex"]
+    error, failed = call(hybrid, "TOOL_CALL", {"tool_name": "GLOBAL_QUOTE", "arguments": {"symbol": "IBM"}})
+    assert failed and error["error"]["type"] == "UnknownTool"
+
+
+def test_unknown_category_filter_is_a_config_error(catalog: Catalog) -> None:
+    with pytest.raises(ConfigError, match="unknown categories weather"):
+        Surface(catalog, categories=frozenset({"weather"}))
+
+
+def test_unknown_top_level_tool_raises_with_suggestions(surface: Surface) -> None:
+    with pytest.raises(UnknownTool) as caught:
+        surface.call_tool("TOOL_SERACH", {}, CallContext())
+    assert "TOOL_SEARCH" in caught.value.suggestions
+
+
+def test_token_budgets_of_design_md_hold(catalog: Catalog) -> None:
+    figures = measure_tokens(catalog)
+    for key, budget in BUDGETS.items():
+        assert figures[key] <= budget, f"{key}: {figures[key]} tokens > budget {budget} (run progressive-mcp tokens)"
