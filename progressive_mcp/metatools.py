@@ -86,7 +86,7 @@ def meta_tool_definitions(catalog: Catalog) -> list[dict[str, Any]]:
                 {"tool_name": string, "arguments": {"anyOf": [{"type": "object"}, string]}},
                 ["tool_name", "arguments"],
             ),
-            "outputSchema": _object({"tool": string, "data": {}}, ["tool"]),
+            "outputSchema": _object({"tool": string}, ["tool"]),
         },
     ]
 
