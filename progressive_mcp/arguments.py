@@ -12,6 +12,7 @@ every problem at once, in an InvalidArguments error that carries the input schem
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from progressive_mcp.catalog import Catalog, CatalogTool, _thaw
@@ -77,9 +78,10 @@ def _repair(param: ResolvedParam | None, value: Any) -> Any:
             return value
     if param.type == "number":
         try:
-            return float(text) if any(c in text for c in ".eE") else int(text)
+            number = float(text) if any(c in text for c in ".eE") else int(text)
         except ValueError:
             return value
+        return number if math.isfinite(number) else value  # "1e999" is no JSON number
     if param.type == "boolean" and text.lower() in ("true", "false"):
         return text.lower() == "true"
     if param.type == "string" and param.enum is not None and text not in param.enum:
@@ -100,4 +102,7 @@ def _describe(tool: CatalogTool, error: Any) -> str:
     if _kind(error) == "AdditionalProperties":
         allowed = ", ".join(p.name for p in tool.params) or "none"
         return f"{message}; allowed arguments: {allowed}"
+    if _kind(error) == "Enum":  # jsonschema-rs names only the first two options ("or 6 other candidates")
+        allowed = ", ".join(json.dumps(option) for option in error.kind.options)
+        message = f"{json.dumps(error.instance)} is not one of the allowed values: {allowed}"
     return f"{path}: {message}" if path else message

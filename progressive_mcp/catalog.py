@@ -132,12 +132,12 @@ class Catalog:
         if validator is None:
             import jsonschema_rs  # imported on first call: discovery alone never needs it
 
+            tool = self.get(name)  # keyed by the real name, so "global_quote" shares GLOBAL_QUOTE's validator
             with self._validators_lock:
-                validator = self._validators.get(name)
+                validator = self._validators.get(tool.name)
                 if validator is None:
-                    schema = _thaw(self.get(name).input_schema)
-                    validator = jsonschema_rs.Draft202012Validator(schema)
-                    self._validators[name] = validator
+                    validator = jsonschema_rs.Draft202012Validator(_thaw(tool.input_schema))
+                    self._validators[tool.name] = validator
         return validator
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from progressive_mcp.catalog import Catalog, default_spec_path
 from progressive_mcp.errors import ProgressiveMCPError
+from progressive_mcp.settings import MODES
 
 
 def _spec_check(args: argparse.Namespace) -> int:
@@ -60,9 +61,15 @@ def _sample_upstream(args: argparse.Namespace) -> int:
     return sample_upstream.main(args.rest)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from stdio_server.server import add_server_flags
+def add_server_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--spec", help="spec file (env PMCP_SPEC; default: the bundled Alpha Vantage spec)")
+    parser.add_argument("--mode", choices=MODES, help="tool surface (env PMCP_MODE; default progressive)")
+    parser.add_argument("--categories", help="comma-separated categories to expose (env PMCP_CATEGORIES)")
+    parser.add_argument("--upstream", help="upstream base URL (env PMCP_UPSTREAM_URL; default from the spec)")
+    parser.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
 
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="progressive-mcp", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 

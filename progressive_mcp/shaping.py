@@ -40,7 +40,7 @@ def _preview_json(tool: CatalogTool, envelope: dict[str, Any], payload: Any, bud
         kept: dict[str, dict[str, int]] = {}
         data = _cut(payload, "", keep, kept)
         cut_envelope = dict(envelope, data=data)
-        cut_envelope["truncated"] = {"series": kept, "note": _note(tool, kept, budget)}
+        cut_envelope["truncated"] = {"series": kept, "note": _note(tool, envelope, kept, budget)}
         return cut_envelope
 
     best = _largest_fitting(longest, attempt, budget)
@@ -57,7 +57,7 @@ def _preview_csv(tool: CatalogTool, envelope: dict[str, Any], text: str, budget:
     def attempt(keep: int) -> dict[str, Any]:
         kept = {"rows": {"kept": keep, "total": len(rows)}}
         cut_envelope = dict(envelope, data="\n".join(header + rows[:keep]) + "\n")
-        cut_envelope["truncated"] = {"series": kept, "note": _note(tool, kept, budget)}
+        cut_envelope["truncated"] = {"series": kept, "note": _note(tool, envelope, kept, budget)}
         return cut_envelope
 
     best = _largest_fitting(len(rows), attempt, budget)
@@ -85,7 +85,7 @@ def _text_excerpt(tool: CatalogTool, envelope: dict[str, Any], text: str, budget
         excerpt = text[:length]
         kept = {"characters": {"kept": len(excerpt), "total": len(text)}}
         cut_envelope = dict(envelope, data=None, excerpt=excerpt)
-        cut_envelope["truncated"] = {"series": kept, "note": _note(tool, kept, budget)}
+        cut_envelope["truncated"] = {"series": kept, "note": _note(tool, envelope, kept, budget)}
         if fits_budget(dumps(cut_envelope), budget) or length < 64:
             return cut_envelope
         length //= 2
@@ -120,7 +120,7 @@ def _cut(value: Any, path: str, keep: int, kept: dict[str, dict[str, int]]) -> A
     return value
 
 
-def _note(tool: CatalogTool, kept: dict[str, dict[str, int]], budget: int) -> str:
+def _note(tool: CatalogTool, envelope: dict[str, Any], kept: dict[str, dict[str, int]], budget: int) -> str:
     shown = "; ".join(f"{name}: first {c['kept']} of {c['total']}" for name, c in kept.items())
     hints = []
     names = {p.name for p in tool.params}
@@ -132,7 +132,7 @@ def _note(tool: CatalogTool, kept: dict[str, dict[str, int]], budget: int) -> st
         hints.append("a smaller limit")
     if {"time_from", "time_to"} & names:
         hints.append("a narrower time_from/time_to range")
-    if "datatype" in names:
+    if "datatype" in names and envelope["format"] != "csv":
         hints.append("datatype=csv (more compact)")
     if "interval" in names:
         hints.append("a coarser interval")

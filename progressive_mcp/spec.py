@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -166,13 +167,14 @@ def parse_spec(text: str, *, source: str = "<spec>") -> Spec:
         spec = Spec.model_validate(data)
         problems = _cross_check(spec)
     except ValidationError as exc:
-        problems = [(tuple(err["loc"]), _pydantic_message(err)) for err in exc.errors()]
+        problems = _pydantic_problems(exc)
     if problems or loader.duplicate_keys:
-        lines = _line_index(text)
+        lines, duplicates = _line_index(text)
         rendered = [_render(path, msg, data, lines) for path, msg in problems]
-        rendered += [
-            f"line {line}: duplicate key {key!r} (YAML would keep only the last)" for line, key in loader.duplicate_keys
-        ]
+        repeated = "duplicate key (YAML would keep only the last)"
+        rendered += [_render(path, repeated, data, {path: line}) for path, line in duplicates]
+        if loader.duplicate_keys and not duplicates:  # only if the two YAML parsers disagree: keep the bare lines
+            rendered += [f"line {line}: duplicate key {key!r}" for line, key in loader.duplicate_keys]
         raise SpecError(source, rendered)
     return spec
 
@@ -188,11 +190,15 @@ class _SpecLoader(_BaseLoader):  # type: ignore[misc,valid-type]
         self.duplicate_keys: list[tuple[int, str]] = []
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
+        seen: set[tuple[str, str]] = set()
         for key_node, _ in node.value:
-            key = key_node.value
+            # Only scalar keys can repeat meaningfully; a sequence or mapping key is unhashable and
+            # the constructor below reports it as a YAML error. The tag keeps `1` and `"1"` apart.
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = (key_node.tag, key_node.value)
             if key in seen:
-                self.duplicate_keys.append((key_node.start_mark.line + 1, str(key)))
+                self.duplicate_keys.append((key_node.start_mark.line + 1, str(key_node.value)))
             seen.add(key)
         return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
 
@@ -341,6 +347,43 @@ def _value_problems(
     return problems
 
 
+_UNION_MEMBERS = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+_SCALAR_FIELDS = {"default", "minimum", "maximum", "enum", "examples"}
+
+
+def _pydantic_problems(exc: ValidationError) -> list[tuple[Path_, str]]:
+    """One problem per pydantic error, except that a value failing every member of a scalar union
+    (`default: 2024-01-01`, which YAML reads as a date) is one problem, not one per member."""
+    problems: list[tuple[Path_, str]] = []
+    unions: dict[Path_, tuple[Any, list[str]]] = {}
+    for err in exc.errors():
+        loc: Path_ = tuple(err["loc"])
+        if not _is_scalar_union_member(loc):
+            problems.append((loc, _pydantic_message(err)))
+            continue
+        where = loc[:-1]
+        if where not in unions:
+            unions[where] = (err["input"], [])
+            problems.append((where, ""))  # the message is written once every member is known
+        unions[where][1].append(_UNION_MEMBERS[str(loc[-1])])
+    return [(loc, message or _union_message(*unions[loc])) for loc, message in problems]
+
+
+def _is_scalar_union_member(loc: Path_) -> bool:
+    """`(..., "default", "str")` or `(..., "enum", 0, "str")`: one member of a scalar union failed."""
+    if len(loc) < 3 or loc[-1] not in _UNION_MEMBERS:
+        return False
+    field = loc[-3] if isinstance(loc[-2], int) else loc[-2]
+    return field in _SCALAR_FIELDS
+
+
+def _union_message(value: Any, kinds: list[str]) -> str:
+    allowed = kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + f" or {kinds[-1]}"
+    if isinstance(value, date):
+        return f"{value.isoformat()} is not a valid {allowed}: YAML reads it as a date, so quote it"
+    return f"{value!r} is not a valid {allowed}"
+
+
 def _pydantic_message(err: Any) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
@@ -389,26 +432,35 @@ def _render(path: Path_, message: str, data: Any, lines: dict[Path_, int]) -> st
     return f"{prefix}{dotted}: {message}"
 
 
-def _line_index(text: str) -> dict[Path_, int]:
-    """Map each path in the YAML document to the 1-based line where its value starts."""
+def _line_index(text: str) -> tuple[dict[Path_, int], list[tuple[Path_, int]]]:
+    """Map each path in the YAML document to the 1-based line where its value starts; also list
+    each repeated mapping key as (path, line of the repeat)."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
-        return {}
+        return {}, []
     index: dict[Path_, int] = {}
+    duplicates: list[tuple[Path_, int]] = []
 
     def walk(node: yaml.Node, path: Path_) -> None:
         index.setdefault(path, node.start_mark.line + 1)
         if isinstance(node, yaml.MappingNode):
+            seen: set[tuple[str, str]] = set()
             for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    continue
                 key = key_node.value
-                index[(*path, key)] = key_node.start_mark.line + 1
+                line = key_node.start_mark.line + 1
+                if (key_node.tag, key) in seen:
+                    duplicates.append(((*path, key), line))
+                seen.add((key_node.tag, key))
+                index[(*path, key)] = line
                 walk(value_node, (*path, key))
-                index[(*path, key)] = key_node.start_mark.line + 1
+                index[(*path, key)] = line
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
                 walk(item, (*path, i))
 
     if root is not None:
         walk(root, ())
-    return index
+    return index, duplicates

@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterator
 from typing import Any
 
 TOKENIZER = "cl100k_base"
 TOKENIZER_LABEL = "cl100k_base (OpenAI BPE, via bpe-openai)"
+
+# bpe-openai refuses an input of 1,000,000 characters or one that makes more than 200,000 tokens.
+# A character is at most 4 UTF-8 bytes and a token at least one byte, so this many characters
+# always stays under both limits.
+CHUNK_CHARS = 50_000
 
 
 @functools.cache
@@ -24,7 +30,8 @@ def _encoding() -> Any:
 
 
 def count_tokens(text: str) -> int:
-    return len(_encoding().encode(text))
+    """Tokens in `text`; text that looks like a special token (`<|endoftext|>`) counts as plain text."""
+    return sum(_chunk_counts(text))
 
 
 def fits_budget(text: str, budget: int) -> bool:
@@ -32,7 +39,39 @@ def fits_budget(text: str, budget: int) -> bool:
     so a text of at most `budget` UTF-8 bytes fits without being tokenized."""
     if len(text.encode()) <= budget:
         return True
-    return count_tokens(text) <= budget
+    total = 0
+    for count in _chunk_counts(text):  # a long text over budget stops early
+        total += count
+        if total > budget:
+            return False
+    return True
+
+
+def _chunk_counts(text: str) -> Iterator[int]:
+    encoding = _encoding()
+    for piece in _pieces(text):
+        yield len(encoding.encode_ordinary(piece))
+
+
+def _pieces(text: str) -> Iterator[str]:
+    """`text` in chunks the tokenizer accepts, cut where the count stays exact.
+
+    cl100k pre-tokenizes before merging and a digit only ever belongs to a run of digits, so just
+    after an ASCII digit followed by any other ASCII character no token can span the cut. Numeric
+    JSON and CSV are full of such places; a text without one is cut anyway (off by a token or so).
+    """
+    start = 0
+    while len(text) - start > CHUNK_CHARS:
+        end = start + CHUNK_CHARS
+        cut = end
+        for position in range(end, start + CHUNK_CHARS // 2, -1):
+            before, after = text[position - 1], text[position]
+            if "0" <= before <= "9" and after < "\x80" and not ("0" <= after <= "9"):
+                cut = position
+                break
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
 
 
 def dumps(value: Any) -> str:

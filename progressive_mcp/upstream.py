@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 from urllib.parse import quote, quote_plus
 
@@ -40,15 +41,18 @@ logger = logging.getLogger(__name__)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 10.0
 MAX_BODY_BYTES = 64 * 1024 * 1024
+_BROKEN = object()
 _KEY_IN_URL = re.compile(r"(?i)(apikey|api_key|key|token)=[^&\s\"']+")
 
 
 @dataclass(frozen=True, slots=True)
 class UpstreamRequest:
+    """What goes upstream. params and headers may carry the key, so repr() leaves them out."""
+
     url: str
-    params: tuple[tuple[str, str], ...]
-    headers: tuple[tuple[str, str], ...]
-    timeout_s: float
+    params: tuple[tuple[str, str], ...] = field(repr=False)
+    headers: tuple[tuple[str, str], ...] = field(repr=False)
+    timeout_s: float = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +88,13 @@ class HttpxTransport:
                 if self._client is None:
                     import httpx  # imported on the first upstream call, not at cold start
 
-                    # httpx logs every request URL at INFO, and ours carry the key in the query.
+                    # httpx logs every request URL at INFO, and ours carry the key in the query: quiet it,
+                    # and mask keys in case someone turns it back up to debug a connection.
                     for name in ("httpx", "httpcore"):
                         logging.getLogger(name).setLevel(logging.WARNING)
+                    httpx_logger = logging.getLogger("httpx")
+                    if not any(isinstance(f, _RedactingFilter) for f in httpx_logger.filters):
+                        httpx_logger.addFilter(_RedactingFilter())
                     self._client = httpx.Client(follow_redirects=False)
         return self._client
 
@@ -94,6 +102,7 @@ class HttpxTransport:
         import httpx
 
         client = self._http()
+        failure: TransportError | None = None
         try:
             with client.stream(
                 "GET", request.url, params=request.params, headers=request.headers, timeout=request.timeout_s
@@ -110,11 +119,14 @@ class HttpxTransport:
                 headers = {k.lower(): v for k, v in response.headers.items()}
                 return UpstreamResponse(response.status_code, headers, b"".join(chunks))
         except httpx.ConnectTimeout:
-            raise TransportError("connect", "connection timed out") from None
+            failure = TransportError("connect", "connection timed out")
         except httpx.TimeoutException:
-            raise TransportError("timeout", "no answer in time") from None
+            failure = TransportError("timeout", "no answer in time")
         except httpx.HTTPError as exc:
-            raise TransportError("connect", type(exc).__name__) from None
+            failure = TransportError("connect", type(exc).__name__)
+        # Raised out here so the httpx exception, whose `request` holds the URL and key, is not kept
+        # as __context__ (`from None` only hides it from tracebacks).
+        raise failure
 
     def close(self) -> None:
         if self._client is not None:
@@ -195,7 +207,9 @@ class UpstreamClient:
                     f"Could not reach {self.api.title} after {attempt} attempts ({exc}). Try again later."
                 ) from None
             if response.status in RETRY_STATUSES and attempt <= self.retries:
-                self._sleep(_retry_delay(response, self.backoff_s * 2 ** (attempt - 1)))
+                retry_after_s = _retry_after(response)
+                backoff_s = self.backoff_s * 2 ** (attempt - 1)
+                self._sleep(min(retry_after_s, MAX_RETRY_AFTER_S) if retry_after_s is not None else backoff_s)
                 continue
             break
         elapsed_ms = (time.perf_counter() - started) * 1000
@@ -220,12 +234,13 @@ class UpstreamClient:
         api_key: str | None,
     ) -> tuple[Any, Literal["json", "csv"]]:
         status = response.status
+        retry_after_s = _retry_after(response)
         if status == 429:
             raise RateLimited(
                 f"{self.api.title} is rate limiting requests (HTTP 429, {attempts} attempts). Wait a minute and "
                 "try again.",
                 status=status,
-                retry_after_s=_retry_delay(response, 60.0),
+                retry_after_s=60.0 if retry_after_s is None else retry_after_s,
             )
         if status >= 500:
             raise UpstreamUnavailable(
@@ -240,16 +255,22 @@ class UpstreamClient:
             try:
                 payload = json.loads(text)
             except json.JSONDecodeError:
+                payload = _BROKEN  # raised below, so the decode error (its `doc` is the body) is not kept
+            if payload is _BROKEN:
                 raise UpstreamBadResponse(
                     f"{self.api.title} answered with broken JSON ({len(response.body)} bytes). Try again.",
                     status=status,
-                ) from None
+                )
             self._raise_for_error_body(tool, arguments, payload, api_key)
             return payload, "json"
         content_type = response.headers.get("content-type", "")
         if arguments.get("datatype") == "csv" or "csv" in content_type:
-            if not stripped:
-                raise UpstreamRejected(f"{self.api.title} returned no data for these arguments.", status=status)
+            if len(stripped.splitlines()) < 2:  # nothing, or a header without rows (an unknown symbol)
+                raise UpstreamRejected(
+                    f"{self.api.title} returned no data for {tool.name}{_shown(arguments)}. Check the symbol "
+                    "(SYMBOL_SEARCH finds tickers) and the other arguments.",
+                    status=status,
+                )
             return text, "csv"
         raise UpstreamBadResponse(
             f"{self.api.title} answered with something that is neither JSON nor CSV "
@@ -267,9 +288,8 @@ class UpstreamClient:
                     message = redact(payload[field], api_key)
                     raise classify_error_text(self.api.title, tool.name, kind, message)
         if _is_empty(payload):
-            shown = ", ".join(f"{k}={v}" for k, v in arguments.items() if k in ("symbol", "keywords", "tickers"))
             raise UpstreamRejected(
-                f"{self.api.title} returned no data for {tool.name}" + (f" ({shown})" if shown else "") + ". "
+                f"{self.api.title} returned no data for {tool.name}{_shown(arguments)}. "
                 "Check the symbol (SYMBOL_SEARCH finds tickers) and the other arguments."
             )
 
@@ -315,14 +335,33 @@ def _wire_value(value: Any) -> str:
     return str(value)
 
 
-def _retry_delay(response: UpstreamResponse, fallback: float) -> float:
+def _retry_after(response: UpstreamResponse) -> float | None:
+    """The upstream's Retry-After in seconds (the delta form), or None."""
     header = response.headers.get("retry-after")
     if header:
         try:
-            return min(max(float(header), 0.0), MAX_RETRY_AFTER_S)
+            seconds = float(header)
         except ValueError:
-            pass
-    return fallback
+            return None
+        if math.isfinite(seconds):  # "nan" would break sleep(); "inf" is no JSON number
+            return max(seconds, 0.0)
+    return None
+
+
+def _shown(arguments: Mapping[str, Any]) -> str:
+    shown = ", ".join(f"{k}={v}" for k, v in arguments.items() if k in ("symbol", "keywords", "tickers"))
+    return f" ({shown})" if shown else ""
+
+
+class _RedactingFilter(logging.Filter):
+    """Masks key=value query pairs in a log record (httpx logs request URLs)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact(message, None)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
 
 
 def _is_empty(payload: Any) -> bool:

@@ -21,8 +21,9 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from progressive_mcp import __version__
+from progressive_mcp.cli import add_server_flags
 from progressive_mcp.errors import ProgressiveMCPError, UnknownTool
-from progressive_mcp.settings import MODES, Settings
+from progressive_mcp.settings import Settings
 from progressive_mcp.surface import CallContext, Surface
 
 logger = logging.getLogger("stdio_server")
@@ -72,14 +73,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m stdio_server", description="progressive-mcp over stdio")
     add_server_flags(parser)
     return parser.parse_args(argv)
-
-
-def add_server_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--spec", help="spec file (env PMCP_SPEC; default: the bundled Alpha Vantage spec)")
-    parser.add_argument("--mode", choices=MODES, help="tool surface (env PMCP_MODE; default progressive)")
-    parser.add_argument("--categories", help="comma-separated categories to expose (env PMCP_CATEGORIES)")
-    parser.add_argument("--upstream", help="upstream base URL (env PMCP_UPSTREAM_URL; default from the spec)")
-    parser.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
 
 
 def run(args: argparse.Namespace) -> int:

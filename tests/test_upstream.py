@@ -1,0 +1,618 @@
+"""Tests for the upstream client: real HTTP to the offline sample upstream, error mapping, retries, key hygiene.
+
+Run with: .venv/bin/python -m pytest tests/test_upstream.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+import pytest
+
+from progressive_mcp.catalog import Catalog
+from progressive_mcp.errors import (
+    MissingApiKey,
+    PremiumRequired,
+    RateLimited,
+    UpstreamBadResponse,
+    UpstreamError,
+    UpstreamRejected,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+from progressive_mcp.sample_upstream import COMPACT_POINTS, RATE_LIMIT_KEY, SAMPLE_LABEL, SampleUpstream
+from progressive_mcp.spec import AuthSpec
+from progressive_mcp.upstream import (
+    HttpxTransport,
+    TransportError,
+    UpstreamClient,
+    UpstreamRequest,
+    UpstreamResponse,
+    redact,
+)
+
+KEY = "SeCrEt-KEY-123"
+ENV_VAR = "ALPHAVANTAGE_API_KEY"
+
+
+# --- fakes and fixtures ---------------------------------------------------------------------------
+
+
+class RecordingSleep:
+    """Stands in for time.sleep: remembers the delays and returns at once."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+class ScriptedTransport:
+    """Answers each send with the next scripted response, or raises the next scripted TransportError."""
+
+    def __init__(self, *script: UpstreamResponse | TransportError) -> None:
+        self.script = list(script)
+        self.sent: list[UpstreamRequest] = []
+
+    def send(self, request: UpstreamRequest) -> UpstreamResponse:
+        self.sent.append(request)
+        step = self.script.pop(0)
+        if isinstance(step, TransportError):
+            raise step
+        return step
+
+
+def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> UpstreamResponse:
+    return UpstreamResponse(
+        status, {"content-type": "application/json", **(headers or {})}, json.dumps(payload).encode()
+    )
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return Catalog.load()
+
+
+@pytest.fixture(scope="module")
+def shared_upstream() -> Iterator[SampleUpstream]:
+    with SampleUpstream(port=0) as server:
+        yield server
+
+
+@pytest.fixture
+def upstream(shared_upstream: SampleUpstream) -> SampleUpstream:
+    """One server for the module; each test starts with no faults and an empty request log."""
+    shared_upstream.reset()
+    return shared_upstream
+
+
+@pytest.fixture(scope="module")
+def transport(shared_upstream: SampleUpstream) -> Iterator[HttpxTransport]:
+    """The real transport, warmed up once so the tests below may turn httpx logging up afterwards."""
+    transport = HttpxTransport()
+    warm_up = UpstreamRequest(shared_upstream.url.replace("/query", "/_sample/requests"), (), (), 5.0)
+    assert transport.send(warm_up).status == 200
+    yield transport
+    transport.close()
+
+
+@pytest.fixture
+def sleep() -> RecordingSleep:
+    return RecordingSleep()
+
+
+@pytest.fixture
+def client(
+    catalog: Catalog, upstream: SampleUpstream, transport: HttpxTransport, sleep: RecordingSleep
+) -> UpstreamClient:
+    return UpstreamClient(catalog.api, base_url=upstream.url, transport=transport, retries=2, sleep=sleep)
+
+
+@pytest.fixture
+def debug_logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """Every logger at DEBUG, including httpx's and httpcore's, which log request URLs."""
+    caplog.set_level(logging.DEBUG)
+    for name in ("httpx", "httpcore", "progressive_mcp"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    return caplog
+
+
+def closed_port_url() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/query"  # nothing listens here any more: connection refused
+
+
+def secret_forms(secret: str) -> set[str]:
+    return {secret, quote(secret, safe=""), quote_plus(secret)}
+
+
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or any(current is s for s in seen):
+            continue
+        seen.append(current)
+        pending += [current.__cause__, current.__context__]
+    return seen
+
+
+def assert_key_never_leaks(secret: str, caplog: pytest.LogCaptureFixture, exc: BaseException | None = None) -> None:
+    """The secret (plain or URL-encoded) is in no exception text, attribute or log record."""
+    texts: list[str] = []
+    if exc is not None:
+        if isinstance(exc, UpstreamError):
+            texts.append(json.dumps(exc.details()))
+        for link in exception_chain(exc):
+            texts += [str(link), repr(link), repr(link.args), repr(getattr(link, "__dict__", {}))]
+    for record in caplog.records:
+        texts += [record.getMessage(), repr(record.msg), repr(record.args), repr(vars(record))]
+    texts.append(caplog.text)
+    for form in secret_forms(secret):
+        leaks = [text for text in texts if form in text]
+        assert not leaks, f"the key leaked: {leaks[0][:300]}"
+
+
+# --- successful calls ---------------------------------------------------------------------------
+
+
+def test_global_quote_comes_back_as_json(client: UpstreamClient, catalog: Catalog, upstream: SampleUpstream) -> None:
+    result = client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert result.format == "json"
+    assert result.status == 200
+    assert result.attempts == 1
+    quote_fields = result.payload["Global Quote"]
+    assert quote_fields["01. symbol"] == "IBM"
+    assert float(quote_fields["05. price"]) > 0
+    assert upstream.requests == [{"function": "GLOBAL_QUOTE", "symbol": "IBM", "apikey": "***"}]
+
+
+def test_time_series_daily_payload_shape(client: UpstreamClient, catalog: Catalog) -> None:
+    result = client.call(catalog.get("TIME_SERIES_DAILY"), {"symbol": "IBM", "outputsize": "compact"}, KEY)
+
+    assert result.format == "json"
+    assert set(result.payload) == {"Meta Data", "Time Series (Daily)"}
+    assert result.payload["Meta Data"]["2. Symbol"] == "IBM"
+    assert SAMPLE_LABEL in result.payload["Meta Data"]["1. Information"]
+    series = result.payload["Time Series (Daily)"]
+    assert len(series) == COMPACT_POINTS
+    dates = list(series)
+    assert dates == sorted(dates, reverse=True)  # newest first, as upstream sends it
+    assert set(series[dates[0]]) == {"1. open", "2. high", "3. low", "4. close", "5. volume"}
+
+
+def test_csv_answers_come_back_as_csv_text(client: UpstreamClient, catalog: Catalog) -> None:
+    daily = client.call(catalog.get("TIME_SERIES_DAILY"), {"symbol": "IBM", "datatype": "csv"}, KEY)
+    quote_csv = client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "MSFT", "datatype": "csv"}, KEY)
+
+    assert daily.format == "csv"
+    lines = daily.payload.splitlines()
+    assert lines[0] == "timestamp,open,high,low,close,volume"
+    assert len(lines) == COMPACT_POINTS + 1
+    assert quote_csv.format == "csv"
+    assert quote_csv.payload.splitlines()[1].startswith("MSFT,")
+
+
+def test_request_carries_function_key_and_arguments_with_booleans_as_words(
+    client: UpstreamClient, catalog: Catalog, upstream: SampleUpstream
+) -> None:
+    tool = catalog.get("TIME_SERIES_INTRADAY")
+    arguments = {"symbol": "IBM", "interval": "60min", "extended_hours": False, "adjusted": True}
+
+    request = client.build_request(tool, arguments, KEY)
+    result = client.call(tool, arguments, KEY)
+
+    assert request.url == upstream.url
+    assert request.params == (
+        ("function", "TIME_SERIES_INTRADAY"),
+        ("symbol", "IBM"),
+        ("interval", "60min"),
+        ("extended_hours", "false"),
+        ("adjusted", "true"),
+        ("apikey", KEY),
+    )
+    assert upstream.requests == [
+        {
+            "function": "TIME_SERIES_INTRADAY",
+            "symbol": "IBM",
+            "interval": "60min",
+            "extended_hours": "false",
+            "adjusted": "true",
+            "apikey": "***",
+        }
+    ]
+    # the upstream understood "false": only regular-hours bars came back
+    stamps = list(result.payload["Time Series (60min)"])
+    assert stamps and all("09:30:00" <= stamp[11:] < "16:00:00" for stamp in stamps)
+
+
+def test_build_request_ignores_arguments_named_like_the_function_or_the_key(
+    client: UpstreamClient, catalog: Catalog, upstream: SampleUpstream
+) -> None:
+    hostile = {"function": "OVERVIEW", "apikey": "invalid-other-key", "symbol": "IBM"}
+
+    request = client.build_request(catalog.get("GLOBAL_QUOTE"), hostile, KEY)
+
+    assert request.url == upstream.url
+    assert request.params == (("function", "GLOBAL_QUOTE"), ("symbol", "IBM"), ("apikey", KEY))
+    # and over the wire: still GLOBAL_QUOTE (not OVERVIEW), still our key (not the rejected one)
+    result = client.call(catalog.get("GLOBAL_QUOTE"), hostile, KEY)
+    assert "Global Quote" in result.payload
+    assert [r["function"] for r in upstream.requests] == ["GLOBAL_QUOTE"]
+
+
+def test_argument_values_cannot_smuggle_query_parameters(
+    client: UpstreamClient, catalog: Catalog, upstream: SampleUpstream
+) -> None:
+    smuggled = "IBM&function=OVERVIEW&apikey=invalid-other-key"
+
+    with pytest.raises(UpstreamRejected):  # no such ticker: the whole text stayed the symbol
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": smuggled}, KEY)
+
+    assert upstream.requests == [{"function": "GLOBAL_QUOTE", "symbol": smuggled, "apikey": "***"}]
+
+
+def test_key_can_travel_in_a_header(catalog: Catalog) -> None:
+    api = catalog.api.model_copy(
+        update={
+            "auth": AuthSpec.model_validate({"in": "header", "name": "Authorization", "env": "T", "prefix": "Bearer "})
+        }
+    )
+    client = UpstreamClient(api, base_url="http://127.0.0.1:9/query", transport=ScriptedTransport())
+
+    request = client.build_request(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert request.params == (("function", "GLOBAL_QUOTE"), ("symbol", "IBM"))
+    assert request.headers == (("Authorization", f"Bearer {KEY}"),)
+
+
+# --- error mapping ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("missing", [None, ""])
+def test_no_key_configured_names_the_env_var_and_sends_nothing(
+    client: UpstreamClient, catalog: Catalog, upstream: SampleUpstream, missing: str | None
+) -> None:
+    with pytest.raises(MissingApiKey) as caught:
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, missing)
+
+    assert ENV_VAR in str(caught.value)
+    assert caught.value.details()["kind"] == "auth"
+    assert upstream.requests == []
+
+
+def test_invalid_key_is_missing_api_key(client: UpstreamClient, catalog: Catalog) -> None:
+    with pytest.raises(MissingApiKey) as caught:
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, "invalid-" + KEY)
+
+    assert "API key" in str(caught.value)
+
+
+def test_unknown_symbol_is_rejected(client: UpstreamClient, catalog: Catalog) -> None:
+    with pytest.raises(UpstreamRejected) as caught:
+        client.call(catalog.get("TIME_SERIES_DAILY"), {"symbol": "NOSUCH"}, KEY)
+
+    assert "Invalid API call" in str(caught.value)
+    assert caught.value.details()["kind"] == "invalid_request"
+
+
+@pytest.mark.parametrize("datatype", ["json", "csv"])
+def test_empty_global_quote_is_rejected_saying_no_data(client: UpstreamClient, catalog: Catalog, datatype: str) -> None:
+    # the sample answers {"Global Quote": {}} (or a CSV header without rows) for an unknown ticker
+    with pytest.raises(UpstreamRejected) as caught:
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "NOSUCH", "datatype": datatype}, KEY)
+
+    message = str(caught.value)
+    assert "no data" in message
+    assert "NOSUCH" in message
+    assert "SYMBOL_SEARCH" in message
+
+
+def test_empty_object_from_a_fake_is_rejected(catalog: Catalog) -> None:
+    transport = ScriptedTransport(json_response({"Global Quote": {}}))
+    client = UpstreamClient(catalog.api, transport=transport, sleep=RecordingSleep())
+
+    with pytest.raises(UpstreamRejected, match="no data"):
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "arguments"),
+    [
+        ("TIME_SERIES_DAILY_ADJUSTED", {"symbol": "IBM"}),
+        ("GLOBAL_QUOTE", {"symbol": "IBM", "entitlement": "realtime"}),
+    ],
+)
+def test_premium_endpoint_is_premium_required(
+    client: UpstreamClient, catalog: Catalog, tool_name: str, arguments: dict[str, Any]
+) -> None:
+    with pytest.raises(PremiumRequired) as caught:
+        client.call(catalog.get(tool_name), arguments, KEY)
+
+    assert "paid" in str(caught.value)
+    assert caught.value.details()["kind"] == "premium_required"
+
+
+@pytest.mark.parametrize("how", ["fault", "key"])
+def test_rate_limit_body_is_rate_limited_without_the_key(
+    client: UpstreamClient, catalog: Catalog, upstream: SampleUpstream, how: str
+) -> None:
+    key = KEY
+    if how == "fault":
+        upstream.faults.rate_limit = True
+    else:
+        key = RATE_LIMIT_KEY
+
+    with pytest.raises(RateLimited) as caught:
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, key)
+
+    message = str(caught.value)
+    assert "rate limit" in message
+    assert "25 requests per day" in message  # the upstream's own words are kept...
+    assert key not in message  # ...but not the key it echoed
+    assert "***" in message
+    assert caught.value.details()["kind"] == "rate_limited"
+    assert len(upstream.requests) == 1  # an HTTP-200 notice is an answer, not a reason to retry
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_server_errors_are_retried_then_unavailable(
+    client: UpstreamClient, catalog: Catalog, upstream: SampleUpstream, sleep: RecordingSleep, status: int
+) -> None:
+    upstream.faults.status = status
+
+    with pytest.raises(UpstreamUnavailable) as caught:
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert len(upstream.requests) == 1 + client.retries
+    assert sleep.delays == [0.5, 1.0]  # exponential backoff, injected
+    assert f"HTTP {status}" in str(caught.value)
+    assert caught.value.details() == {"kind": "unavailable", "upstream_status": status}
+
+
+def test_retries_zero_means_one_attempt(
+    catalog: Catalog, upstream: SampleUpstream, transport: HttpxTransport, sleep: RecordingSleep
+) -> None:
+    upstream.faults.status = 502
+    client = UpstreamClient(catalog.api, base_url=upstream.url, transport=transport, retries=0, sleep=sleep)
+
+    with pytest.raises(UpstreamUnavailable):
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert len(upstream.requests) == 1
+    assert sleep.delays == []
+
+
+def test_backoff_never_really_sleeps(
+    catalog: Catalog, upstream: SampleUpstream, transport: HttpxTransport, sleep: RecordingSleep
+) -> None:
+    upstream.faults.status = 500
+    client = UpstreamClient(
+        catalog.api, base_url=upstream.url, transport=transport, retries=3, backoff_s=5.0, sleep=sleep
+    )
+
+    started = time.perf_counter()
+    with pytest.raises(UpstreamUnavailable):
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert sleep.delays == [5.0, 10.0, 20.0]
+    assert time.perf_counter() - started < 2.0
+    assert len(upstream.requests) == 4
+
+
+def test_http_429_is_retried_then_rate_limited(
+    client: UpstreamClient, catalog: Catalog, upstream: SampleUpstream, sleep: RecordingSleep
+) -> None:
+    upstream.faults.status = 429
+
+    with pytest.raises(RateLimited) as caught:
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert len(upstream.requests) == 3
+    assert sleep.delays == [0.5, 1.0]
+    assert caught.value.retry_after_s == 60.0  # no Retry-After header: a minute
+    assert caught.value.details() == {"kind": "rate_limited", "upstream_status": 429, "retry_after_s": 60.0}
+
+
+@pytest.mark.parametrize(
+    ("header", "slept", "reported"),
+    [("7", 7.0, 7.0), ("120", 10.0, 120.0), ("nan", 0.5, 60.0), ("inf", 0.5, 60.0), ("soon", 0.5, 60.0)],
+)
+def test_http_429_honours_retry_after(catalog: Catalog, header: str, slept: float, reported: float) -> None:
+    too_many = json_response({}, status=429, headers={"retry-after": header})
+    transport = ScriptedTransport(too_many, too_many)
+    sleep = RecordingSleep()
+    client = UpstreamClient(catalog.api, transport=transport, retries=1, sleep=sleep)
+
+    with pytest.raises(RateLimited) as caught:
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert sleep.delays == [slept]  # our own wait is capped...
+    assert caught.value.retry_after_s == reported  # ...but the model hears what the upstream said
+
+
+def test_server_error_then_success_succeeds_on_the_second_attempt(catalog: Catalog) -> None:
+    quote_payload = {"Global Quote": {"01. symbol": "IBM", "05. price": "245.0000"}}
+    transport = ScriptedTransport(UpstreamResponse(503, {}, b"<html>busy</html>"), json_response(quote_payload))
+    sleep = RecordingSleep()
+    client = UpstreamClient(catalog.api, transport=transport, retries=2, sleep=sleep)
+
+    result = client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert result.payload == quote_payload
+    assert result.attempts == 2
+    assert sleep.delays == [0.5]
+    assert transport.sent[0] == transport.sent[1]  # the same request, sent again
+
+
+def test_connection_error_then_success(catalog: Catalog) -> None:
+    transport = ScriptedTransport(TransportError("connect", "ConnectError"), json_response({"Global Quote": {"a": 1}}))
+    client = UpstreamClient(catalog.api, transport=transport, sleep=RecordingSleep())
+
+    assert client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY).attempts == 2
+
+
+def test_malformed_body_is_bad_response(client: UpstreamClient, catalog: Catalog, upstream: SampleUpstream) -> None:
+    upstream.faults.malformed = True
+
+    with pytest.raises(UpstreamBadResponse) as caught:
+        client.call(catalog.get("TIME_SERIES_DAILY"), {"symbol": "IBM"}, KEY)
+
+    assert "broken JSON" in str(caught.value)
+    assert len(upstream.requests) == 1
+
+
+def test_answer_neither_json_nor_csv_is_bad_response(catalog: Catalog) -> None:
+    page = UpstreamResponse(200, {"content-type": "text/html"}, b"<html>maintenance</html>")
+    client = UpstreamClient(catalog.api, transport=ScriptedTransport(page), sleep=RecordingSleep())
+
+    with pytest.raises(UpstreamBadResponse, match="neither JSON nor CSV"):
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+
+def test_slow_answer_times_out_without_retry(
+    catalog: Catalog, upstream: SampleUpstream, transport: HttpxTransport, sleep: RecordingSleep
+) -> None:
+    upstream.faults.delay_s = 1.0
+    client = UpstreamClient(catalog.api, base_url=upstream.url, transport=transport, timeout_s=0.3, sleep=sleep)
+
+    started = time.perf_counter()
+    with pytest.raises(UpstreamTimeout) as caught:
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert time.perf_counter() - started < 0.9
+    assert "0.3 s" in str(caught.value)
+    assert len(upstream.requests) == 1
+    assert sleep.delays == []
+
+
+def test_connection_refused_is_unavailable_after_retries(
+    catalog: Catalog, transport: HttpxTransport, sleep: RecordingSleep
+) -> None:
+    client = UpstreamClient(catalog.api, base_url=closed_port_url(), transport=transport, retries=2, sleep=sleep)
+
+    with pytest.raises(UpstreamUnavailable) as caught:
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert "3 attempts" in str(caught.value)
+    assert sleep.delays == [0.5, 1.0]
+
+
+# --- the key never leaks ------------------------------------------------------------------------
+
+LEAK_CASES: dict[str, tuple[dict[str, Any], str, str, dict[str, Any], type[UpstreamError]]] = {
+    # name: (faults, key, tool, arguments, expected error)
+    "invalid key": ({}, "invalid-" + KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, MissingApiKey),
+    "unknown symbol": ({}, KEY, "TIME_SERIES_DAILY", {"symbol": "NOSUCH"}, UpstreamRejected),
+    "empty quote": ({}, KEY, "GLOBAL_QUOTE", {"symbol": "NOSUCH"}, UpstreamRejected),
+    "empty csv": ({}, KEY, "GLOBAL_QUOTE", {"symbol": "NOSUCH", "datatype": "csv"}, UpstreamRejected),
+    "premium": ({}, KEY, "TIME_SERIES_DAILY_ADJUSTED", {"symbol": "IBM"}, PremiumRequired),
+    "rate limit notice": ({"rate_limit": True}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, RateLimited),
+    "rate-limited key": ({}, RATE_LIMIT_KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, RateLimited),
+    "odd characters": ({"rate_limit": True}, "SeCrEt KEY/+&=é 1", "GLOBAL_QUOTE", {"symbol": "IBM"}, RateLimited),
+    "http 500": ({"status": 500}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, UpstreamUnavailable),
+    "http 503": ({"status": 503}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, UpstreamUnavailable),
+    "http 429": ({"status": 429}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, RateLimited),
+    "http 404": ({"status": 404}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, UpstreamRejected),
+    "malformed": ({"malformed": True}, KEY, "TIME_SERIES_DAILY", {"symbol": "IBM"}, UpstreamBadResponse),
+    # the broken body is the rate-limit notice cut in half: it still holds the echoed key
+    "malformed notice": ({"malformed": True, "rate_limit": True}, KEY, "GLOBAL_QUOTE", {}, UpstreamBadResponse),
+    "timeout": ({"delay_s": 1.0}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, UpstreamTimeout),
+}
+
+
+@pytest.mark.parametrize("case", list(LEAK_CASES))
+def test_key_never_leaks_on_error(
+    case: str,
+    catalog: Catalog,
+    upstream: SampleUpstream,
+    transport: HttpxTransport,
+    debug_logs: pytest.LogCaptureFixture,
+) -> None:
+    faults, key, tool_name, arguments, expected = LEAK_CASES[case]
+    upstream.update_faults(faults)
+    client = UpstreamClient(
+        catalog.api, base_url=upstream.url, transport=transport, timeout_s=0.3, sleep=RecordingSleep()
+    )
+
+    with pytest.raises(expected) as caught:
+        client.call(catalog.get(tool_name), arguments, key)
+
+    assert upstream.requests, "the call reached the sample upstream"
+    assert_key_never_leaks(key, debug_logs, caught.value)
+
+
+def test_key_never_leaks_when_the_upstream_is_unreachable(
+    catalog: Catalog, transport: HttpxTransport, debug_logs: pytest.LogCaptureFixture
+) -> None:
+    client = UpstreamClient(catalog.api, base_url=closed_port_url(), transport=transport, sleep=RecordingSleep())
+
+    with pytest.raises(UpstreamUnavailable) as caught:
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert_key_never_leaks(KEY, debug_logs, caught.value)
+
+
+def test_key_never_leaks_into_logs_of_a_successful_call(
+    client: UpstreamClient, catalog: Catalog, debug_logs: pytest.LogCaptureFixture
+) -> None:
+    client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert any(r.name == "httpx" for r in debug_logs.records), "httpx's request line was captured"
+    assert any(r.name == "progressive_mcp.upstream" for r in debug_logs.records)
+    assert_key_never_leaks(KEY, debug_logs)
+
+
+# --- redact -------------------------------------------------------------------------------------
+
+
+def test_redact_masks_the_plain_key() -> None:
+    masked = redact(f"We have detected your API key as {KEY} and ...", KEY)
+
+    assert KEY not in masked
+    assert masked == "We have detected your API key as *** and ..."
+
+
+def test_redact_masks_url_encoded_forms() -> None:
+    secret = "a b/c+d&e=f"
+    text = f"one {quote(secret, safe='')} two {quote_plus(secret)} three {secret}"
+
+    masked = redact(text, secret)
+
+    assert masked == "one *** two *** three ***"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("GET /query?function=X&apikey=abc123&symbol=IBM", "GET /query?function=X&apikey=***&symbol=IBM"),
+        ("https://h/q?APIKEY=abc123", "https://h/q?APIKEY=***"),
+        ("api_key=abc token=xyz", "api_key=*** token=***"),
+        ("no secrets here", "no secrets here"),
+    ],
+)
+def test_redact_masks_key_value_pairs_even_without_the_secret(text: str, expected: str) -> None:
+    assert redact(text, None) == expected
+
+
+def test_redact_with_an_empty_secret_changes_nothing_else() -> None:
+    assert redact("plain text", "") == "plain text"
+
+
+def test_request_repr_never_shows_the_key() -> None:
+    request = UpstreamClient(Catalog.load().api).build_request(
+        Catalog.load().get("GLOBAL_QUOTE"), {"symbol": "IBM"}, "ReprKey-991"
+    )
+    assert ("apikey", "ReprKey-991") in request.params
+    assert "ReprKey-991" not in repr(request)
