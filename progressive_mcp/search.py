@@ -33,7 +33,7 @@ STRONG_MATCH = (FIELD_WEIGHTS["name"] + FIELD_WEIGHTS["title"] + FIELD_WEIGHTS["
 # matching nothing (off-topic); see `SearchIndex.search`.
 MIN_RELATIVE_SCORE = 0.12
 # Hits far below the best one are noise for the agent; keep those within this share of the best.
-MIN_SHARE_OF_BEST = 0.25
+MIN_SHARE_OF_BEST = 0.4
 # Between two tools that fit a need alike, the one a free key can call is the better answer.
 PREMIUM_FACTOR = 0.85
 ENTITY_WEIGHT = 0.2
