@@ -113,6 +113,10 @@ class MetaTools:
         self.categories = categories
         self.tools = catalog.in_categories(categories)
         self._names = {t.name for t in self.tools}
+        # The tools of each category this surface offers, in catalog order; fixed for its lifetime.
+        self._by_category: dict[str, tuple[CatalogTool, ...]] = {
+            c: grouped for c in catalog.categories if (grouped := tuple(t for t in self.tools if t.category == c))
+        }
         self.index = SearchIndex(self.tools)
         # readOnlyHint alone: destructiveHint is moot for read-only tools and openWorldHint defaults to true.
         self.definitions = [dict(d, annotations={"readOnlyHint": True}) for d in meta_tool_definitions(catalog)]
@@ -140,9 +144,7 @@ class MetaTools:
             raise self._bad(TOOL_LIST, f"detail must be one of {', '.join(DETAIL_LEVELS)}, not {detail!r}")
         groups = []
         for name in selected:
-            tools = [t for t in self.tools if t.category == name]
-            if not tools:
-                continue
+            tools = self._by_category[name]
             listed: list[Any] = (
                 [t.name for t in tools]
                 if detail == "names"
@@ -234,9 +236,9 @@ class MetaTools:
             raise self._bad(tool_name, f"unknown argument(s) {', '.join(extra)}; allowed: {', '.join(sorted(allowed))}")
 
     def _category_names(self, category: Any, tool_name: str = TOOL_LIST) -> list[str]:
-        available = [c for c in self.catalog.categories if any(t.category == c for t in self.tools)]
         if category is None:
-            return available
-        if category not in available:
-            raise self._bad(tool_name, f"unknown category {category!r}; categories: {', '.join(available)}")
+            return list(self._by_category)
+        if category not in self._by_category:
+            available = ", ".join(self._by_category)
+            raise self._bad(tool_name, f"unknown category {category!r}; categories: {available}")
         return [category]

@@ -134,13 +134,10 @@ class Surface:
         return _result(envelope)
 
     def _suggest(self, name: str) -> list[str]:
-        offered = [t.name for t in self._tools]
-        try:
-            return [s for s in self.catalog.suggest(name) if s in offered] or (
-                list(META_TOOL_NAMES) if self.mode != "direct" else []
-            )
-        except UnknownTool:
-            return []
+        offered = {t.name for t in self._tools}
+        return [s for s in self.catalog.suggest(name) if s in offered] or (
+            list(META_TOOL_NAMES) if self.mode != "direct" else []
+        )
 
 
 def _result(payload: dict[str, Any]) -> types.CallToolResult:
