@@ -10,7 +10,7 @@ SAMPLE_PORT ?= 8765
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,aws]'
 	@touch $(STAMP)
 
 venv: $(STAMP)

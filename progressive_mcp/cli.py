@@ -15,7 +15,7 @@ from pathlib import Path
 
 from progressive_mcp.catalog import Catalog, default_spec_path
 from progressive_mcp.errors import ProgressiveMCPError
-from progressive_mcp.settings import MODES
+from progressive_mcp.settings import AUTH_MODES, MODES
 
 
 def _spec_check(args: argparse.Namespace) -> int:
@@ -44,6 +44,15 @@ def _stdio(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        from lambda_fn.local import run
+    except ModuleNotFoundError as exc:  # the Lambda handler needs the aws extra (Powertools)
+        print(f"progressive-mcp serve needs {exc.name}: pip install 'progressive-mcp[aws]'", file=sys.stderr)
+        return 2
+    return run(args)
+
+
 def _tokens(args: argparse.Namespace) -> int:
     from progressive_mcp.report import token_report
 
@@ -66,7 +75,7 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=MODES, help="tool surface (env PMCP_MODE; default progressive)")
     parser.add_argument("--categories", help="comma-separated categories to expose (env PMCP_CATEGORIES)")
     parser.add_argument("--upstream", help="upstream base URL (env PMCP_UPSTREAM_URL; default from the spec)")
-    parser.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
+    parser.add_argument("--log-level", default="WARNING", help="log level (stdio: WARNING, to stderr; serve: INFO)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,6 +93,18 @@ def build_parser() -> argparse.ArgumentParser:
     stdio = commands.add_parser("stdio", help="run the MCP server over stdio")
     add_server_flags(stdio)
     stdio.set_defaults(func=_stdio)
+
+    serve = commands.add_parser("serve", help="the Lambda handler behind real HTTP on localhost: http://HOST:PORT/mcp")
+    add_server_flags(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    serve.add_argument("--auth-mode", choices=AUTH_MODES, help="env PMCP_AUTH_MODE (default passthrough)")
+    serve.add_argument(
+        "--sample-upstream",
+        action="store_true",
+        help="start the offline sample upstream in-process and send upstream calls to it (any key works)",
+    )
+    serve.set_defaults(func=_serve, log_level="INFO")
 
     tokens = commands.add_parser("tokens", help="token counts of each surface and meta-tool answer")
     tokens.add_argument("--spec", help="spec file (default: the bundled one)")

@@ -19,7 +19,11 @@ from progressive_mcp.errors import ConfigError
 
 Mode = Literal["progressive", "direct", "hybrid"]
 MODES: tuple[Mode, ...] = ("progressive", "direct", "hybrid")
+AuthMode = Literal["passthrough", "server-key"]
+AUTH_MODES: tuple[AuthMode, ...] = ("passthrough", "server-key")
 DEFAULT_MAX_RESULT_TOKENS = 8000
+DEFAULT_MAX_BODY_BYTES = 1_048_576
+DEFAULT_LIST_TTL_S = 3600
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,11 @@ class Settings:
     upstream_timeout_s: float = 20.0
     upstream_retries: int = 2
     allowed_origins: tuple[str, ...] = ()
+    # The HTTP endpoint only:
+    auth_mode: AuthMode = "passthrough"
+    endpoint_tokens: tuple[str, ...] = field(default=(), repr=False)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    list_ttl_s: int = DEFAULT_LIST_TTL_S
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -57,6 +66,14 @@ class Settings:
             values["upstream_retries"] = _int("PMCP_UPSTREAM_RETRIES", env["PMCP_UPSTREAM_RETRIES"])
         if env.get("PMCP_ALLOWED_ORIGINS"):
             values["allowed_origins"] = tuple(o.strip() for o in env["PMCP_ALLOWED_ORIGINS"].split(",") if o.strip())
+        if env.get("PMCP_AUTH_MODE"):
+            values["auth_mode"] = env["PMCP_AUTH_MODE"].strip()
+        if env.get("PMCP_ENDPOINT_TOKENS"):
+            values["endpoint_tokens"] = tuple(t.strip() for t in env["PMCP_ENDPOINT_TOKENS"].split(",") if t.strip())
+        if env.get("PMCP_MAX_BODY_BYTES"):
+            values["max_body_bytes"] = _int("PMCP_MAX_BODY_BYTES", env["PMCP_MAX_BODY_BYTES"])
+        if env.get("PMCP_LIST_TTL_S"):
+            values["list_ttl_s"] = _int("PMCP_LIST_TTL_S", env["PMCP_LIST_TTL_S"])
         values.update({k: v for k, v in overrides.items() if v is not None})
         if isinstance(values.get("spec_path"), str):
             values["spec_path"] = Path(values["spec_path"])
@@ -81,6 +98,14 @@ class Settings:
             raise ConfigError("PMCP_UPSTREAM_TIMEOUT_S must be positive")
         if not 0 <= self.upstream_retries <= 5:
             raise ConfigError("PMCP_UPSTREAM_RETRIES must be between 0 and 5")
+        if self.auth_mode not in AUTH_MODES:
+            raise ConfigError(
+                f"auth mode must be one of {', '.join(AUTH_MODES)}, not {self.auth_mode!r} (PMCP_AUTH_MODE)"
+            )
+        if self.max_body_bytes < 1024:
+            raise ConfigError(f"PMCP_MAX_BODY_BYTES must be at least 1024, not {self.max_body_bytes}")
+        if self.list_ttl_s < 0:
+            raise ConfigError("PMCP_LIST_TTL_S must not be negative")
         if self.upstream_url is not None and not self.upstream_url.startswith(("http://", "https://")):
             raise ConfigError(f"the upstream URL must start with http:// or https://, not {self.upstream_url!r}")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,7 @@ import mcp_types as types
 
 from progressive_mcp.arguments import prepare_arguments
 from progressive_mcp.catalog import Catalog, CatalogTool
-from progressive_mcp.errors import ConfigError, ToolError, UnknownTool
+from progressive_mcp.errors import ConfigError, MissingApiKey, ToolError, UnknownTool
 from progressive_mcp.metatools import META_TOOL_NAMES, TOOL_CALL, MetaTools
 from progressive_mcp.settings import Mode, Settings
 from progressive_mcp.shaping import shape_result
@@ -32,11 +33,26 @@ from progressive_mcp.upstream import UpstreamClient, UpstreamTransport, redact
 logger = logging.getLogger(__name__)
 
 
+@dataclass
+class CallRecord:
+    """What one call did, for logs and metrics (never arguments, keys or answers)."""
+
+    tool: str | None = None  # the catalog tool that ran (TOOL_CALL's target too)
+    error: str | None = None  # the error type of an isError result
+    upstream_ms: float | None = None  # time spent waiting for the upstream, retries included
+
+
 @dataclass(frozen=True)
 class CallContext:
-    """Per-request values: they travel with the call, never in globals. repr() hides the key."""
+    """Per-request values: they travel with the call, never in globals. repr() hides the key.
+
+    `missing_key_help` replaces the default "set the environment variable" advice when a call
+    needs the upstream and no key came with it (over HTTP: how to pass one with the request).
+    """
 
     api_key: str | None = field(default=None, repr=False)
+    missing_key_help: str | None = None
+    record: CallRecord | None = None
 
 
 class Surface:
@@ -50,6 +66,7 @@ class Surface:
         categories: frozenset[str] | None = None,
         upstream: UpstreamClient | None = None,
         max_result_tokens: int = 8000,
+        meta: MetaTools | None = None,
     ) -> None:
         unknown = sorted((categories or frozenset()) - set(catalog.categories))
         if unknown:
@@ -61,7 +78,9 @@ class Surface:
         self.categories = categories
         self.upstream = upstream or UpstreamClient(catalog.api)
         self.max_result_tokens = max_result_tokens
-        self.meta = MetaTools(catalog, categories=categories)
+        # Surfaces that differ only in mode can share one MetaTools (its search index takes ~20 ms to build).
+        shared = meta is not None and meta.categories == categories
+        self.meta = meta if meta is not None and shared else MetaTools(catalog, categories=categories)
         self._discovery = self.meta.discovery_handlers()
         self._direct = {t.name: t for t in catalog.in_categories(categories)} if mode != "progressive" else {}
         definitions: list[dict[str, Any]] = []
@@ -97,6 +116,28 @@ class Surface:
         auth = self.catalog.api.auth
         return CallContext(api_key=settings.with_api_key_from(env, auth.env if auth else None).api_key)
 
+    def variant(self, mode: Mode, categories: frozenset[str] | None) -> Surface:
+        """The same catalog and upstream with another mode or category filter (for per-URL choices)."""
+        return Surface(
+            self.catalog,
+            mode=mode,
+            categories=categories,
+            upstream=self.upstream,
+            max_result_tokens=self.max_result_tokens,
+            meta=self.meta,
+        )
+
+    @property
+    def instructions(self) -> str:
+        """The server's `instructions`: one line on how to use this surface."""
+        api = self.catalog.api
+        if self.mode == "direct":
+            return f"Each tool is one {api.title} function; call it directly."
+        return (
+            f"{len(self.meta.tools)} {api.title} tools are behind 4 meta-tools: TOOL_SEARCH (or TOOL_LIST) to "
+            "find a tool, TOOL_GET for its schema, TOOL_CALL to run it."
+        )
+
     def list_tools(self) -> list[types.Tool]:
         """The tool definitions of this surface (built once; callers must not change them)."""
         return self._tools
@@ -119,14 +160,25 @@ class Surface:
         return self._run(direct, args, ctx)
 
     def _run(self, tool: CatalogTool, raw_arguments: Any, ctx: CallContext) -> types.CallToolResult:
+        if ctx.record is not None:
+            ctx.record.tool = tool.name
         try:
             arguments = prepare_arguments(self.catalog, tool.name, raw_arguments)
-            answer = self.upstream.call(tool, arguments, ctx.api_key)
+            if not ctx.api_key and ctx.missing_key_help and self.catalog.api.auth is not None:
+                raise MissingApiKey(ctx.missing_key_help)
+            started = time.perf_counter()
+            try:
+                answer = self.upstream.call(tool, arguments, ctx.api_key)
+            finally:
+                if ctx.record is not None:
+                    ctx.record.upstream_ms = (time.perf_counter() - started) * 1000
             envelope = shape_result(
                 tool, arguments, answer.payload, answer.format, budget_tokens=self.max_result_tokens
             )
         except ToolError as exc:
             logger.info("tool call failed", extra={"tool": tool.name, "error": type(exc).__name__})
+            if ctx.record is not None:
+                ctx.record.error = type(exc).__name__
             return _error_result(exc, ctx)
         except Exception:  # a bug of ours: say so without details that could carry secrets
             logger.exception("unexpected error in a tool call", extra={"tool": tool.name})

@@ -47,19 +47,9 @@ def build_server(surface: Surface, ctx: CallContext) -> Server[Any]:
         "progressive-mcp",
         version=__version__,
         title=f"{api.title} (progressive-mcp)",
-        instructions=_instructions(surface),
+        instructions=surface.instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
-    )
-
-
-def _instructions(surface: Surface) -> str:
-    api = surface.catalog.api
-    if surface.mode == "direct":
-        return f"Each tool is one {api.title} function; call it directly."
-    return (
-        f"{len(surface.meta.tools)} {api.title} tools are behind 4 meta-tools: TOOL_SEARCH (or TOOL_LIST) to "
-        "find a tool, TOOL_GET for its schema, TOOL_CALL to run it."
     )
 
 

@@ -1,0 +1,140 @@
+"""AWS Lambda entry point: API Gateway HTTP API (payload 2.0) and Function URL events → the core endpoint.
+
+The catalog and the default surface are built once, at import (the Lambda init phase); each
+invocation is one stateless HTTP request. Logs are Powertools JSON lines (correlation id = the
+request id, cold start, the JSON-RPC method and tool name, status, timings) and never contain
+headers, query strings or bodies, which carry keys and tokens. Metrics are CloudWatch EMF:
+`Requests`, `ProtocolErrors`, `ToolErrors` and `UpstreamLatency`, by method and tool.
+
+Handler setting: `lambda_fn.handler.handler`. Configuration: the PMCP_* environment variables
+(see the README); `progressive-mcp serve` runs this same module behind a local HTTP server.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+
+from progressive_mcp.endpoint import Endpoint, HttpRequest, HttpResponse
+from progressive_mcp.metatools import META_TOOL_NAMES
+from progressive_mcp.settings import Settings
+
+SERVICE = "progressive-mcp"
+NAMESPACE = "ProgressiveMCP"
+# Dimension values come from a fixed set, so a caller cannot create CloudWatch metrics at will.
+KNOWN_METHODS = frozenset({"initialize", "ping", "server/discover", "tools/list", "tools/call"})
+
+logger = Logger(service=SERVICE)
+
+LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def request_from_event(event: dict[str, Any]) -> HttpRequest:
+    """An HttpRequest from a payload-2.0 event (API Gateway HTTP API or Lambda Function URL)."""
+    context = event.get("requestContext") or {}
+    http = context.get("http") or {}
+    path = event.get("rawPath") or http.get("path") or "/"
+    stage = context.get("stage")
+    if stage and stage != "$default" and path.startswith(f"/{stage}/"):
+        path = path[len(stage) + 1 :]
+    body = event.get("body") or ""
+    if event.get("isBase64Encoded"):
+        try:
+            raw = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            raw = b"\xff"  # not base64 after all: the endpoint answers with a parse error
+    else:
+        raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
+    return HttpRequest.build(
+        http.get("method") or "GET",
+        path,
+        query=event.get("rawQueryString") or "",
+        headers=event.get("headers") or {},
+        body=raw,
+    )
+
+
+def result_from_response(response: HttpResponse) -> dict[str, Any]:
+    """The Lambda proxy result (payload 2.0) for an endpoint response."""
+    return {
+        "statusCode": response.status,
+        "headers": response.headers,
+        "body": response.body.decode("utf-8"),
+        "isBase64Encoded": False,
+    }
+
+
+def make_handler(endpoint: Endpoint) -> LambdaHandler:
+    """A Lambda handler around `endpoint` (the module-level `handler` uses the one built from the environment).
+
+    Log keys and metrics are per invocation (Powertools' thread-safe keys and EphemeralMetrics), so
+    `progressive-mcp serve`, which may run several invocations at once on threads, never mixes them.
+    """
+    cold = threading.Event()
+
+    def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        started = time.perf_counter()
+        cold_start = not cold.is_set()
+        cold.set()
+        request_id = (event.get("requestContext") or {}).get("requestId") or getattr(context, "aws_request_id", None)
+        logger.thread_safe_append_keys(
+            correlation_id=request_id,
+            cold_start=cold_start,
+            function_name=getattr(context, "function_name", None),
+            function_request_id=getattr(context, "aws_request_id", None),
+        )
+        try:
+            response = endpoint.handle(request_from_event(event))
+            _observe(endpoint, response, (time.perf_counter() - started) * 1000, context, cold_start)
+        finally:
+            logger.thread_safe_clear_keys()
+        return result_from_response(response)
+
+    return handle
+
+
+def _observe(endpoint: Endpoint, response: HttpResponse, duration_ms: float, context: Any, cold_start: bool) -> None:
+    exchange = response.exchange
+    metrics = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE)
+    method = exchange.rpc_method or "none"
+    method = method if method in KNOWN_METHODS or method == "none" else "other"
+    tool = exchange.tool
+    known_tool = tool is not None and (tool in META_TOOL_NAMES or tool in endpoint.surface.catalog)
+    metrics.add_dimension(name="method", value=method)
+    if method == "tools/call":
+        metrics.add_dimension(name="tool", value=tool if known_tool and tool else "other")
+    metrics.add_metric(name="Requests", unit=MetricUnit.Count, value=1)
+    if exchange.error_code is not None:
+        metrics.add_metric(name="ProtocolErrors", unit=MetricUnit.Count, value=1)
+    if exchange.call.error is not None:
+        metrics.add_metric(name="ToolErrors", unit=MetricUnit.Count, value=1)
+    if exchange.call.upstream_ms is not None:
+        metrics.add_metric(name="UpstreamLatency", unit=MetricUnit.Milliseconds, value=exchange.call.upstream_ms)
+    if cold_start:
+        metrics.add_metric(name="ColdStart", unit=MetricUnit.Count, value=1)
+    metrics.flush_metrics()
+    logger.info(
+        "request",
+        extra={
+            "status": response.status,
+            "rpc_method": exchange.rpc_method,
+            "tool": tool if known_tool else None,
+            "protocol_version": exchange.protocol_version,
+            "mode": exchange.mode,
+            "error_code": exchange.error_code,
+            "tool_error": exchange.call.error,
+            "upstream_ms": None if exchange.call.upstream_ms is None else round(exchange.call.upstream_ms, 1),
+            "duration_ms": round(duration_ms, 2),
+        },
+    )
+
+
+ENDPOINT = Endpoint.from_settings(Settings.from_env())
+handler: LambdaHandler = make_handler(ENDPOINT)

@@ -1,0 +1,651 @@
+"""The MCP endpoint over HTTP, transport-neutral: (method, path, query, headers, body) → (status, headers, body).
+
+One URL serves both protocol eras of MCP Streamable HTTP, statelessly (any request may be the first
+this process sees):
+
+- **2026-07-28**, chosen by an `MCP-Protocol-Version: 2026-07-28` header: every request carries its
+  own `_meta` envelope, the `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers must agree with
+  the body, `server/discover` replaces `initialize`, results carry `resultType`, `tools/list` carries
+  `ttlMs`/`cacheScope`, and protocol errors map to HTTP statuses (unknown method → 404).
+- **The handshake era** (2024-11-05 … 2025-11-25), otherwise: `initialize` negotiates a version;
+  `ping`, `tools/list` and `tools/call` work without a prior `initialize`.
+
+Every result is shaped for the negotiated version by `mcp_types.methods.serialize_server_result`.
+Tool failures are `isError` results (HTTP 200); protocol errors are JSON-RPC errors. The caller's
+upstream key (passthrough auth) or the server's key (server-key auth) travels in a per-request
+CallContext, never in shared state. Example::
+
+    endpoint = Endpoint.from_settings(Settings.from_env())
+    response = endpoint.handle(HttpRequest.build("POST", "/mcp", body=b'{"jsonrpc":"2.0","id":1,"method":"ping"}'))
+    response.status, response.body      # 200, b'{"jsonrpc":"2.0","id":1,"result":{}}'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import threading
+import traceback
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from mcp_types import methods
+from mcp_types.jsonrpc import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from progressive_mcp import __version__
+from progressive_mcp.errors import ConfigError, UnknownTool
+from progressive_mcp.settings import MODES, Mode, Settings
+from progressive_mcp.surface import CallContext, CallRecord, Surface
+from progressive_mcp.upstream import UpstreamTransport, redact
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "progressive-mcp"
+SUPPORTED_VERSIONS: tuple[str, ...] = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+# The 2025-03-26 transport spec: without an MCP-Protocol-Version header, assume 2025-03-26.
+VERSION_WITHOUT_HEADER = "2025-03-26"
+PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
+CATALOG_VERSION_META = "progressive-mcp/catalogVersion"
+# Methods whose target is mirrored in the Mcp-Name header (2026-07-28), and the params key it mirrors.
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+CORS_ALLOW_HEADERS = "Content-Type, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-API-Key"
+CORS_EXPOSE_HEADERS = "WWW-Authenticate, MCP-Protocol-Version"
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+MAX_SURFACE_VARIANTS = 64
+MAX_CACHED_RESULTS = 1024
+# HTTP status of a JSON-RPC error in the 2026-07-28 era (the transport spec's table).
+MODERN_STATUS = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
+    INTERNAL_ERROR: 500,
+}
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    """One HTTP request. Header names are lower-case; `query` keeps the first value of each name."""
+
+    method: str
+    path: str
+    query: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    body: bytes = field(default=b"", repr=False)
+
+    @classmethod
+    def build(
+        cls,
+        method: str,
+        path: str,
+        *,
+        query: str | Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
+        body: bytes | str = b"",
+    ) -> HttpRequest:
+        """Normalise a request: header names lower-cased (repeats joined by ", "), a raw query string parsed."""
+        pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers or ())
+        folded: dict[str, str] = {}
+        for name, value in pairs:
+            key = name.lower()
+            folded[key] = f"{folded[key]}, {value}" if key in folded else value
+        if isinstance(query, str):
+            parsed: dict[str, str] = {}
+            for name, value in parse_qsl(query, keep_blank_values=True):
+                parsed.setdefault(name, value)
+            query = parsed
+        return cls(
+            method=method.upper(),
+            path=path or "/",
+            query=dict(query or {}),
+            headers=folded,
+            body=body.encode() if isinstance(body, str) else body,
+        )
+
+
+@dataclass
+class Exchange:
+    """What one request did, for logs and metrics. Holds no key, token, header, query or body."""
+
+    rpc_method: str | None = None
+    protocol_version: str | None = None
+    mode: str | None = None
+    error_code: int | None = None  # the JSON-RPC error code, when the answer was a protocol error
+    call: CallRecord = field(default_factory=CallRecord)
+
+    @property
+    def tool(self) -> str | None:
+        return self.call.tool
+
+
+@dataclass
+class HttpResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes = b""
+    exchange: Exchange = field(default_factory=Exchange, repr=False)
+
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+
+class _Reject(Exception):
+    """A request answered with a JSON-RPC error (and an HTTP status) instead of a result."""
+
+    def __init__(
+        self,
+        status: int,
+        code: int,
+        message: str,
+        *,
+        data: Any = None,
+        request_id: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.data = status, code, message, data
+        self.request_id = request_id
+        self.headers = dict(headers or {})
+
+
+class Endpoint:
+    """The HTTP semantics of the MCP endpoint around one default surface (thread-safe, reusable)."""
+
+    def __init__(
+        self,
+        surface: Surface,
+        settings: Settings,
+        *,
+        path: str = "/mcp",
+        server_key: Callable[[], str | None] | None = None,
+        endpoint_tokens: Callable[[], Sequence[str]] | None = None,
+    ) -> None:
+        """`server_key` and `endpoint_tokens` supply secrets in server-key mode (default: from settings)."""
+        self.surface = surface
+        self.settings = settings
+        self.path = "/" + path.strip("/")
+        self.auth_mode = settings.auth_mode
+        self._server_key = server_key or (lambda: settings.api_key)
+        self._endpoint_tokens = endpoint_tokens or (lambda: settings.endpoint_tokens)
+        if self.auth_mode == "server-key" and endpoint_tokens is None and not settings.endpoint_tokens:
+            raise ConfigError(
+                "server-key auth needs at least one endpoint token for callers to present: set PMCP_ENDPOINT_TOKENS "
+                "(comma-separated, so a new token can be added before the old one is removed)"
+            )
+        self._origins = frozenset(o.rstrip("/").lower() for o in settings.allowed_origins)
+        self._surfaces: OrderedDict[tuple[Mode, frozenset[str] | None], Surface] = OrderedDict(
+            {(surface.mode, surface.categories): surface}
+        )
+        # (mode, categories, method, version) → result JSON, for results that depend on nothing else.
+        self._results: dict[tuple[str, frozenset[str] | None, str, str], str] = {}
+        self._lock = threading.Lock()
+        api = surface.catalog.api
+        self.server_info = {"name": SERVER_NAME, "version": __version__, "title": f"{api.title} (progressive-mcp)"}
+        self._key_help = (
+            f"No {api.title} API key came with this request. Pass yours in an X-API-Key header, an "
+            "'Authorization: Bearer' header, or an apikey query parameter on the endpoint URL, then call again. "
+            "TOOL_LIST, TOOL_SEARCH and TOOL_GET work without a key."
+            if self.auth_mode == "passthrough"
+            else f"This server holds no {api.title} API key; its operator must configure one "
+            f"({api.auth.env if api.auth else 'the key'} or the deployment's secret)."
+        )
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, *, transport: UpstreamTransport | None = None, path: str = "/mcp"
+    ) -> Endpoint:
+        surface = Surface.from_settings(settings, transport=transport)
+        if settings.auth_mode == "server-key":
+            auth = surface.catalog.api.auth
+            settings = settings.with_api_key_from(_environ(), auth.env if auth else None)
+        return cls(surface, settings, path=path)
+
+    # --- HTTP layer -----------------------------------------------------------------------------
+
+    def handle(self, request: HttpRequest) -> HttpResponse:
+        """Answer one HTTP request. Never raises; a bug of ours becomes a 500 with a JSON-RPC error."""
+        exchange = Exchange()
+        cors: dict[str, str] = {}
+        key: str | None = None
+        try:
+            origin = request.headers.get("origin")
+            if origin is not None:
+                if not self.origin_allowed(origin):
+                    message = f"Origin {origin[:100]!r} is not allowed (PMCP_ALLOWED_ORIGINS)"
+                    raise _Reject(403, INVALID_REQUEST, message)
+                cors = {"Access-Control-Allow-Origin": origin, "Vary": "Origin"}
+            if request.path.rstrip("/") != self.path:
+                raise _Reject(404, INVALID_REQUEST, f"Not found: the MCP endpoint is {self.path}")
+            if request.method == "OPTIONS":
+                return HttpResponse(204, {**cors, **self._preflight(origin)}, b"", exchange)
+            if request.method != "POST":
+                raise _Reject(
+                    405,
+                    INVALID_REQUEST,
+                    f"Method {request.method[:20]} is not allowed: this stateless endpoint takes one JSON-RPC "
+                    "message per POST and opens no stream",
+                    headers={"Allow": "POST"},
+                )
+            key = self._authorize(request)
+            body = self._read_body(request)
+            return self._message(request, body, key, exchange, cors)
+        except _Reject as rej:
+            exchange.error_code = rej.code
+            return self._error_response(rej, exchange, cors)
+        except Exception as exc:  # a bug of ours: log it without secrets, answer with a generic error
+            exchange.error_code = INTERNAL_ERROR
+            text = "".join(traceback.format_exception(exc))
+            logger.error("internal error answering a request: %s", redact(text, key))
+            internal = _Reject(500, INTERNAL_ERROR, "Internal error; please report it.")
+            return self._error_response(internal, exchange, cors)
+
+    def origin_allowed(self, origin: str) -> bool:
+        """`PMCP_ALLOWED_ORIGINS` entries match exactly (`*` allows any); with none, only loopback origins pass."""
+        normal = origin.strip().rstrip("/").lower()
+        if "*" in self._origins or normal in self._origins:
+            return True
+        if self._origins:
+            return False
+        parts = urlsplit(normal)
+        host = parts.netloc.rsplit("@", 1)[-1]
+        host = host[: host.find("]") + 1] if host.startswith("[") else host.split(":", 1)[0]
+        return parts.scheme in ("http", "https") and host in LOOPBACK_HOSTS
+
+    def _preflight(self, origin: str | None) -> dict[str, str]:
+        if origin is None:
+            return {"Allow": "POST, OPTIONS"}
+        return {
+            "Access-Control-Allow-Methods": "POST, OPTIONS",
+            "Access-Control-Allow-Headers": CORS_ALLOW_HEADERS,
+            "Access-Control-Expose-Headers": CORS_EXPOSE_HEADERS,
+            "Access-Control-Max-Age": "86400",
+        }
+
+    def _authorize(self, request: HttpRequest) -> str | None:
+        """The upstream key this request may use; in server-key mode, first check the endpoint token."""
+        headers = request.headers
+        bearer = _bearer(headers.get("authorization"))
+        if self.auth_mode == "passthrough":
+            return headers.get("x-api-key", "").strip() or bearer or request.query.get("apikey", "").strip() or None
+        challenge = f'Bearer realm="{SERVER_NAME}"'
+        if bearer is None:
+            raise _Reject(
+                401,
+                INVALID_REQUEST,
+                "This endpoint needs a bearer token: send 'Authorization: Bearer <token>'",
+                headers={"WWW-Authenticate": challenge},
+            )
+        if not _token_matches(bearer, self._endpoint_tokens()):
+            raise _Reject(
+                401,
+                INVALID_REQUEST,
+                "The bearer token is not valid for this endpoint",
+                headers={"WWW-Authenticate": f'{challenge}, error="invalid_token"'},
+            )
+        return self._server_key()
+
+    def _read_body(self, request: HttpRequest) -> Any:
+        limit = self.settings.max_body_bytes
+        if len(request.body) > limit:
+            raise _Reject(413, INVALID_REQUEST, f"The request body is {len(request.body)} bytes; the limit is {limit}")
+        content_type = request.headers.get("content-type")
+        if content_type is not None and content_type.split(";", 1)[0].strip().lower() != "application/json":
+            raise _Reject(
+                415, INVALID_REQUEST, f"Content-Type must be application/json, not {content_type.split(';')[0][:60]!r}"
+            )
+        try:
+            return json.loads(request.body.decode("utf-8-sig"), parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as exc:  # bad UTF-8 and bad JSON are both ValueErrors
+            reason = "the body is not valid UTF-8" if isinstance(exc, UnicodeDecodeError) else "the body is not JSON"
+            raise _Reject(400, PARSE_ERROR, f"Parse error: {reason}") from None
+
+    # --- JSON-RPC layer -------------------------------------------------------------------------
+
+    def _message(
+        self, request: HttpRequest, message: Any, key: str | None, exchange: Exchange, cors: dict[str, str]
+    ) -> HttpResponse:
+        if isinstance(message, list):
+            raise _Reject(
+                400, INVALID_REQUEST, "Batches are not supported: send one JSON-RPC message per POST (MCP 2025-06-18+)"
+            )
+        if not isinstance(message, dict):
+            raise _Reject(400, INVALID_REQUEST, "The body must be one JSON-RPC request or notification object")
+        if message.get("jsonrpc") != "2.0":
+            raise _Reject(400, INVALID_REQUEST, 'Not JSON-RPC 2.0: "jsonrpc" must be "2.0"', request_id=_id(message))
+        header_version = request.headers.get("mcp-protocol-version")
+        method = message.get("method")
+        if "id" not in message:
+            if not isinstance(method, str):  # a response from the client: nothing asked for one, nothing to do
+                return HttpResponse(202, cors, b"", exchange)
+            exchange.rpc_method = method[:100]
+            if header_version is not None and header_version not in SUPPORTED_VERSIONS:
+                raise self._unsupported(header_version, None)
+            return HttpResponse(202, cors, b"", exchange)  # notifications need no answer here
+        request_id = message["id"]
+        if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+            raise _Reject(400, INVALID_REQUEST, "The request id must be a string or a number")
+        if not isinstance(method, str):
+            raise _Reject(400, INVALID_REQUEST, 'The request has no "method" string', request_id=request_id)
+        params = message.get("params")
+        if params is not None and not isinstance(params, dict):
+            raise _Reject(400, INVALID_REQUEST, '"params" must be an object', request_id=request_id)
+        exchange.rpc_method = method[:100]
+        surface = self._surface_for(request.query, request_id)
+        exchange.mode = surface.mode
+        ctx = CallContext(api_key=key, missing_key_help=self._key_help, record=exchange.call)
+        if header_version is not None and header_version not in SUPPORTED_VERSIONS:
+            meta = params.get("_meta") if params else None
+            if isinstance(meta, dict) and meta.get(PROTOCOL_VERSION_META, header_version) != header_version:
+                raise _Reject(
+                    400,
+                    HEADER_MISMATCH,
+                    "The MCP-Protocol-Version header does not match params._meta's protocol version",
+                    request_id=request_id,
+                )
+            raise self._unsupported(header_version, request_id)
+        if header_version in MODERN_PROTOCOL_VERSIONS:
+            result_json = self._modern(request, header_version, method, params, request_id, surface, ctx, exchange)
+        else:
+            result_json = self._handshake(header_version, message, method, params, request_id, surface, ctx, exchange)
+        body = f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"result":{result_json}}}'.encode()
+        return HttpResponse(200, {"Content-Type": "application/json", **cors}, body, exchange)
+
+    def _modern(
+        self,
+        request: HttpRequest,
+        header_version: str,
+        method: str,
+        params: dict[str, Any] | None,
+        request_id: Any,
+        surface: Surface,
+        ctx: CallContext,
+        exchange: Exchange,
+    ) -> str:
+        meta = params.get("_meta") if params else None
+        if not isinstance(meta, dict):
+            raise _Reject(
+                400,
+                INVALID_PARAMS,
+                f"params._meta must be an object carrying {PROTOCOL_VERSION_META!r} and {CLIENT_CAPABILITIES_META!r} "
+                f"(protocol {header_version} sends them with every request)",
+                request_id=request_id,
+            )
+        missing = [k for k in (PROTOCOL_VERSION_META, CLIENT_CAPABILITIES_META) if k not in meta]
+        if missing:
+            raise _Reject(400, INVALID_PARAMS, f"params._meta lacks {', '.join(missing)}", request_id=request_id)
+        version = meta[PROTOCOL_VERSION_META]
+        if version != header_version:
+            raise _Reject(
+                400,
+                HEADER_MISMATCH,
+                "The MCP-Protocol-Version header does not match params._meta's protocol version",
+                request_id=request_id,
+            )
+        if request.headers.get("mcp-method") != method:
+            problem = "is missing" if "mcp-method" not in request.headers else "does not match the body's method"
+            raise _Reject(400, HEADER_MISMATCH, f"The Mcp-Method header {problem}", request_id=request_id)
+        name_key = NAME_BEARING.get(method)
+        body_name = params.get(name_key) if name_key is not None and params is not None else None
+        if body_name is not None and request.headers.get("mcp-name") != body_name:
+            problem = "is missing" if "mcp-name" not in request.headers else f"does not match params.{name_key}"
+            raise _Reject(400, HEADER_MISMATCH, f"The Mcp-Name header {problem}", request_id=request_id)
+        exchange.protocol_version = version
+        if method not in ("server/discover", "tools/list", "tools/call"):
+            raise _Reject(
+                404,
+                METHOD_NOT_FOUND,
+                f"Method not found: {method[:100]} (protocol {version} here serves server/discover, tools/list and "
+                "tools/call)",
+                request_id=request_id,
+            )
+        self._validate(method, version, params, request_id, modern=True)
+        extra = {"resultType": "complete", "_meta": {SERVER_INFO_META: self.server_info}}
+        if method == "server/discover":
+            return self._cached(surface, method, version, lambda: self._discover_result(surface, extra))
+        if method == "tools/list":
+            return self._cached(surface, method, version, lambda: self._list_result(surface, extra, modern=True))
+        return self._call(surface, version, params or {}, request_id, ctx, extra, modern=True)
+
+    def _handshake(
+        self,
+        header_version: str | None,
+        message: dict[str, Any],
+        method: str,
+        params: dict[str, Any] | None,
+        request_id: Any,
+        surface: Surface,
+        ctx: CallContext,
+        exchange: Exchange,
+    ) -> str:
+        meta = params.get("_meta") if params else None
+        if header_version is None and isinstance(meta, dict) and PROTOCOL_VERSION_META in meta:
+            raise _Reject(
+                400,
+                HEADER_MISMATCH,
+                f"params._meta names protocol {str(meta[PROTOCOL_VERSION_META])[:30]!r} but the MCP-Protocol-Version "
+                "header is missing; send it (and Mcp-Method) with every request",
+                request_id=request_id,
+            )
+        version = header_version or VERSION_WITHOUT_HEADER
+        if method == "initialize":
+            requested = params.get("protocolVersion") if params else None
+            version = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+        exchange.protocol_version = version
+        if method not in ("initialize", "ping", "tools/list", "tools/call"):
+            raise _Reject(
+                200,
+                METHOD_NOT_FOUND,
+                f"Method not found: {method[:100]} (this server offers tools only)",
+                request_id=request_id,
+            )
+        self._validate(method, version, params, request_id, modern=False)
+        if method == "initialize":
+            return self._cached(surface, method, version, lambda: self._initialize_result(surface, version))
+        if method == "ping":
+            return self._cached(surface, method, version, dict)
+        if method == "tools/list":
+            return self._cached(surface, method, version, lambda: self._list_result(surface, {}, modern=False))
+        return self._call(surface, version, params or {}, request_id, ctx, {}, modern=False)
+
+    def _validate(
+        self, method: str, version: str, params: dict[str, Any] | None, request_id: Any, *, modern: bool
+    ) -> None:
+        try:
+            methods.validate_client_request(method, version, params)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False, include_input=False)[0]
+            where = ".".join(str(p) for p in first["loc"] if p not in ("params",)) or "params"
+            raise _Reject(
+                400 if modern else 200,
+                INVALID_PARAMS,
+                f"Invalid params for {method}: {where}: {first['msg']}",
+                request_id=request_id,
+            ) from None
+
+    def _call(
+        self,
+        surface: Surface,
+        version: str,
+        params: dict[str, Any],
+        request_id: Any,
+        ctx: CallContext,
+        extra: dict[str, Any],
+        *,
+        modern: bool,
+    ) -> str:
+        name = params["name"]
+        if ctx.record is not None:
+            ctx.record.tool = name  # for TOOL_CALL, the surface replaces it with the tool that ran
+        try:
+            result = surface.call_tool(name, params.get("arguments"), ctx)
+        except UnknownTool as exc:
+            raise _Reject(
+                400 if modern else 200, INVALID_PARAMS, str(exc), data=exc.details(), request_id=request_id
+            ) from None
+        data = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        data.update(extra)
+        return _dumps(methods.serialize_server_result("tools/call", version, data))
+
+    # --- results --------------------------------------------------------------------------------
+
+    def _cached(self, surface: Surface, method: str, version: str, build: Callable[[], dict[str, Any]]) -> str:
+        """Results that depend only on the surface and version are serialized once, then reused."""
+        key = (surface.mode, surface.categories, method, version)
+        text = self._results.get(key)
+        if text is None:
+            text = _dumps(methods.serialize_server_result(method, version, build()))
+            if len(self._results) >= MAX_CACHED_RESULTS:
+                self._results.clear()
+            self._results[key] = text
+        return text
+
+    def _capabilities(self) -> dict[str, Any]:
+        return {"tools": {"listChanged": False}}
+
+    def _initialize_result(self, surface: Surface, version: str) -> dict[str, Any]:
+        return {
+            "protocolVersion": version,
+            "capabilities": self._capabilities(),
+            "serverInfo": self.server_info,
+            "instructions": surface.instructions,
+        }
+
+    def _discover_result(self, surface: Surface, extra: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": self._capabilities(),
+            "instructions": surface.instructions,
+            "ttlMs": self.settings.list_ttl_s * 1000,
+            "cacheScope": "public",
+            **extra,
+        }
+
+    def _list_result(self, surface: Surface, extra: dict[str, Any], *, modern: bool) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "tools": [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in surface.list_tools()]
+        }
+        if modern:
+            # The list changes only when the catalog does (a new deployment), so clients may keep it for the
+            # TTL; the catalog version in _meta tells them whether a fresh list is really different.
+            data.update(extra, ttlMs=self.settings.list_ttl_s * 1000, cacheScope="public")
+            data["_meta"] = {**extra["_meta"], CATALOG_VERSION_META: surface.catalog.version}
+        return data
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _surface_for(self, query: Mapping[str, str], request_id: Any) -> Surface:
+        """The default surface, or the variant `?mode=` and `?categories=` ask for (built once, then cached)."""
+        mode_arg = query.get("mode")
+        categories_arg = query.get("categories")
+        if mode_arg is None and categories_arg is None:
+            return self.surface
+        mode = (mode_arg or self.surface.mode).strip().lower()
+        if mode not in MODES:
+            raise _Reject(
+                400,
+                INVALID_REQUEST,
+                f"Unknown ?mode={mode_arg[:30] if mode_arg else ''!r}; use one of {', '.join(MODES)}",
+                request_id=request_id,
+            )
+        if categories_arg is None:
+            categories = self.surface.categories
+        else:
+            categories = frozenset(c.strip().lower() for c in categories_arg.split(",") if c.strip()) or None
+            unknown = sorted((categories or frozenset()) - set(self.surface.catalog.categories))
+            if unknown:
+                raise _Reject(
+                    400,
+                    INVALID_REQUEST,
+                    f"Unknown ?categories= value(s) {', '.join(u[:30] for u in unknown[:5])}; the catalog has "
+                    f"{', '.join(self.surface.catalog.categories)}",
+                    request_id=request_id,
+                )
+        variant_key: tuple[Mode, frozenset[str] | None] = (mode, categories)  # type: ignore[assignment]
+        with self._lock:
+            found = self._surfaces.get(variant_key)
+            if found is not None:
+                self._surfaces.move_to_end(variant_key)
+                return found
+        built = self.surface.variant(variant_key[0], categories)
+        with self._lock:
+            found = self._surfaces.setdefault(variant_key, built)
+            while len(self._surfaces) > MAX_SURFACE_VARIANTS:
+                old_key, old = next(iter(self._surfaces.items()))
+                if old is self.surface:
+                    self._surfaces.move_to_end(old_key)
+                    continue
+                del self._surfaces[old_key]
+        return found
+
+    def _unsupported(self, requested: str, request_id: Any) -> _Reject:
+        return _Reject(
+            400,
+            UNSUPPORTED_PROTOCOL_VERSION,
+            f"Unsupported protocol version {requested[:40]!r}; this server speaks {', '.join(SUPPORTED_VERSIONS)}",
+            data={"requested": requested, "supported": list(SUPPORTED_VERSIONS)},
+            request_id=request_id,
+        )
+
+    def _error_response(self, rej: _Reject, exchange: Exchange, cors: dict[str, str]) -> HttpResponse:
+        error: dict[str, Any] = {"code": rej.code, "message": rej.message}
+        if rej.data is not None:
+            error["data"] = rej.data
+        body = _dumps({"jsonrpc": "2.0", "id": rej.request_id, "error": error}).encode()
+        headers = {"Content-Type": "application/json", **cors, **rej.headers}
+        if cors and "WWW-Authenticate" in rej.headers:
+            headers["Access-Control-Expose-Headers"] = CORS_EXPOSE_HEADERS
+        return HttpResponse(rej.status, headers, body, exchange)
+
+
+def _bearer(value: str | None) -> str | None:
+    if not value:
+        return None
+    scheme, _, token = value.strip().partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def _token_matches(presented: str, tokens: Sequence[str]) -> bool:
+    """Compare against every configured token in constant time (digests make the lengths equal)."""
+    digest = hashlib.sha256(presented.encode()).digest()
+    matched = False
+    for token in tokens:
+        matched |= hmac.compare_digest(digest, hashlib.sha256(token.encode()).digest())
+    return matched
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _id(message: dict[str, Any]) -> Any:
+    value = message.get("id")
+    return value if isinstance(value, int | str) and not isinstance(value, bool) else None
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _environ() -> Mapping[str, str]:
+    import os
+
+    return os.environ
