@@ -148,12 +148,12 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
     do_GET = do_DELETE = do_PUT = do_PATCH = do_OPTIONS = do_HEAD = do_POST
 
     def _handle(self) -> None:
+        body = self._read_body()  # first, so that an early answer leaves no unread bytes on a kept-alive connection
+        if body is None:
+            return
         if self.server_ref.loopback_only and not _loopback_host(self.headers.get("Host", "")):
             # DNS-rebinding defence for a server bound to loopback (the deployed endpoint has a real domain).
             self._send(403, {"Content-Type": "text/plain"}, b"Host not allowed: this server answers on localhost only")
-            return
-        body = self._read_body()
-        if body is None:
             return
         request_id = str(uuid.uuid4())
         event = build_event(
@@ -238,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
         "PMCP_CATEGORIES": args.categories,
         "PMCP_UPSTREAM_URL": args.upstream,
         "PMCP_AUTH_MODE": args.auth_mode,
+        "PMCP_CONFORMANCE_FIXTURES": "1" if args.conformance_fixtures else None,
     }
     os.environ.update({k: v for k, v in env.items() if v})
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", args.log_level.upper())

@@ -104,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="start the offline sample upstream in-process and send upstream calls to it (any key works)",
     )
+    serve.add_argument(
+        "--conformance-fixtures",
+        action="store_true",
+        help="add the MCP conformance suite's diagnostic tools (test_*) for its server-stateless checks",
+    )
     serve.set_defaults(func=_serve, log_level="INFO")
 
     tokens = commands.add_parser("tokens", help="token counts of each surface and meta-tool answer")

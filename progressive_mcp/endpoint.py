@@ -22,6 +22,7 @@ CallContext, never in shared state. Example::
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -41,6 +42,7 @@ from mcp_types.jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
@@ -65,6 +67,25 @@ SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 CATALOG_VERSION_META = "progressive-mcp/catalogVersion"
 # Methods whose target is mirrored in the Mcp-Name header (2026-07-28), and the params key it mirrors.
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# This server offers tools only. The prompt and resource lists are answered (empty, and the capabilities
+# declared) because some clients ask for them whatever the capabilities say, and an error breaks their start-up.
+EMPTY_LISTS = {
+    "prompts/list": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resourceTemplates",
+}
+MODERN_METHODS = ("server/discover", "tools/list", "tools/call", *EMPTY_LISTS)
+HANDSHAKE_METHODS = ("initialize", "ping", "tools/list", "tools/call", *EMPTY_LISTS)
+# The diagnostic tools the official conformance suite's `server-stateless` scenario asks a server under test
+# to implement (off unless PMCP_CONFORMANCE_FIXTURES=1): name → (client capability it needs, answer text).
+CONFORMANCE_FIXTURES: dict[str, tuple[str | None, str]] = {
+    "test_missing_capability": ("sampling", "The client declared sampling; this server never uses it."),
+    "test_streaming_elicitation": (
+        "elicitation",
+        "The client declared elicitation; this server never sends requests on a response stream.",
+    ),
+    "test_logging_tool": (None, "This server sends no notifications/message, with or without a log level."),
+}
 CORS_ALLOW_HEADERS = "Content-Type, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-API-Key"
 CORS_EXPOSE_HEADERS = "WWW-Authenticate, MCP-Protocol-Version"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
@@ -76,6 +97,7 @@ MODERN_STATUS = {
     INVALID_REQUEST: 400,
     INVALID_PARAMS: 400,
     HEADER_MISMATCH: 400,
+    MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
     UNSUPPORTED_PROTOCOL_VERSION: 400,
     METHOD_NOT_FOUND: 404,
     INTERNAL_ERROR: 500,
@@ -105,8 +127,8 @@ class HttpRequest:
         """Normalise a request: header names lower-cased (repeats joined by ", "), a raw query string parsed."""
         pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers or ())
         folded: dict[str, str] = {}
-        for name, value in pairs:
-            key = name.lower()
+        for name, raw in pairs:
+            key, value = name.lower(), raw.strip(" \t")  # RFC 9110 5.5: optional whitespace is not part of a value
             folded[key] = f"{folded[key]}, {value}" if key in folded else value
         if isinstance(query, str):
             parsed: dict[str, str] = {}
@@ -405,24 +427,29 @@ class Endpoint:
             raise _Reject(400, HEADER_MISMATCH, f"The Mcp-Method header {problem}", request_id=request_id)
         name_key = NAME_BEARING.get(method)
         body_name = params.get(name_key) if name_key is not None and params is not None else None
-        if body_name is not None and request.headers.get("mcp-name") != body_name:
+        if body_name is not None and _header_text(request.headers.get("mcp-name")) != body_name:
             problem = "is missing" if "mcp-name" not in request.headers else f"does not match params.{name_key}"
             raise _Reject(400, HEADER_MISMATCH, f"The Mcp-Name header {problem}", request_id=request_id)
         exchange.protocol_version = version
-        if method not in ("server/discover", "tools/list", "tools/call"):
+        if method not in MODERN_METHODS:
             raise _Reject(
                 404,
                 METHOD_NOT_FOUND,
-                f"Method not found: {method[:100]} (protocol {version} here serves server/discover, tools/list and "
-                "tools/call)",
+                f"Method not found: {method[:100]} (protocol {version} here serves {', '.join(MODERN_METHODS)})",
                 request_id=request_id,
             )
         self._validate(method, version, params, request_id, modern=True)
         extra = {"resultType": "complete", "_meta": {SERVER_INFO_META: self.server_info}}
+        if method in EMPTY_LISTS:
+            hints = {"ttlMs": self.settings.list_ttl_s * 1000, "cacheScope": "public"}
+            return self._cached(surface, method, version, lambda: {EMPTY_LISTS[method]: [], **extra, **hints})
         if method == "server/discover":
             return self._cached(surface, method, version, lambda: self._discover_result(surface, extra))
         if method == "tools/list":
             return self._cached(surface, method, version, lambda: self._list_result(surface, extra, modern=True))
+        fixture = self._fixture(params or {}, meta[CLIENT_CAPABILITIES_META], request_id, modern=True)
+        if fixture is not None:
+            return _dumps(methods.serialize_server_result("tools/call", version, {**fixture, **extra}))
         return self._call(surface, version, params or {}, request_id, ctx, extra, modern=True)
 
     def _handshake(
@@ -450,7 +477,7 @@ class Endpoint:
             requested = params.get("protocolVersion") if params else None
             version = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
         exchange.protocol_version = version
-        if method not in ("initialize", "ping", "tools/list", "tools/call"):
+        if method not in HANDSHAKE_METHODS:
             raise _Reject(
                 200,
                 METHOD_NOT_FOUND,
@@ -458,12 +485,17 @@ class Endpoint:
                 request_id=request_id,
             )
         self._validate(method, version, params, request_id, modern=False)
+        if method in EMPTY_LISTS:
+            return self._cached(surface, method, version, lambda: {EMPTY_LISTS[method]: []})
         if method == "initialize":
             return self._cached(surface, method, version, lambda: self._initialize_result(surface, version))
         if method == "ping":
             return self._cached(surface, method, version, dict)
         if method == "tools/list":
             return self._cached(surface, method, version, lambda: self._list_result(surface, {}, modern=False))
+        fixture = self._fixture(params or {}, {}, request_id, modern=False)  # capabilities: never known here
+        if fixture is not None:
+            return _dumps(methods.serialize_server_result("tools/call", version, fixture))
         return self._call(surface, version, params or {}, request_id, ctx, {}, modern=False)
 
     def _validate(
@@ -505,6 +537,24 @@ class Endpoint:
         data.update(extra)
         return _dumps(methods.serialize_server_result("tools/call", version, data))
 
+    def _fixture(
+        self, params: dict[str, Any], capabilities: Any, request_id: Any, *, modern: bool
+    ) -> dict[str, Any] | None:
+        """Answer a conformance diagnostic tool (only when enabled), checking the capability it needs."""
+        name = params.get("name")
+        if not self.settings.conformance_fixtures or name not in CONFORMANCE_FIXTURES:
+            return None
+        needs, text = CONFORMANCE_FIXTURES[name]
+        if needs is not None and not (isinstance(capabilities, dict) and needs in capabilities):
+            raise _Reject(
+                400 if modern else 200,
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                f"{name} needs the client capability {needs!r}, which this request's clientCapabilities lack",
+                data={"requiredCapabilities": {needs: {}}},
+                request_id=request_id,
+            )
+        return {"content": [{"type": "text", "text": text}], "isError": False}
+
     # --- results --------------------------------------------------------------------------------
 
     def _cached(self, surface: Surface, method: str, version: str, build: Callable[[], dict[str, Any]]) -> str:
@@ -519,7 +569,8 @@ class Endpoint:
         return text
 
     def _capabilities(self) -> dict[str, Any]:
-        return {"tools": {"listChanged": False}}
+        # Prompts and resources are declared because their (empty) lists are answered; see EMPTY_LISTS.
+        return {"tools": {"listChanged": False}, "prompts": {"listChanged": False}, "resources": {"listChanged": False}}
 
     def _initialize_result(self, surface: Surface, version: str) -> dict[str, Any]:
         return {
@@ -543,6 +594,15 @@ class Endpoint:
         data: dict[str, Any] = {
             "tools": [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in surface.list_tools()]
         }
+        if self.settings.conformance_fixtures:
+            data["tools"] += [
+                {
+                    "name": name,
+                    "description": f"Conformance diagnostic: {text}",
+                    "inputSchema": {"type": "object", "properties": {}},
+                }
+                for name, (_needs, text) in CONFORMANCE_FIXTURES.items()
+            ]
         if modern:
             # The list changes only when the catalog does (a new deployment), so clients may keep it for the
             # TTL; the catalog version in _meta tells them whether a fresh list is really different.
@@ -614,6 +674,16 @@ class Endpoint:
         if cors and "WWW-Authenticate" in rej.headers:
             headers["Access-Control-Expose-Headers"] = CORS_EXPOSE_HEADERS
         return HttpResponse(rej.status, headers, body, exchange)
+
+
+def _header_text(value: str | None) -> str | None:
+    """A header value, decoding the `=?base64?...?=` form clients use for values that are not plain ASCII."""
+    if value is None or not (value.startswith("=?base64?") and value.endswith("?=")):
+        return value
+    try:
+        return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def _bearer(value: str | None) -> str | None:

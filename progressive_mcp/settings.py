@@ -44,6 +44,7 @@ class Settings:
     endpoint_tokens: tuple[str, ...] = field(default=(), repr=False)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     list_ttl_s: int = DEFAULT_LIST_TTL_S
+    conformance_fixtures: bool = False  # adds the conformance suite's diagnostic tools (never in production)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -74,6 +75,8 @@ class Settings:
             values["max_body_bytes"] = _int("PMCP_MAX_BODY_BYTES", env["PMCP_MAX_BODY_BYTES"])
         if env.get("PMCP_LIST_TTL_S"):
             values["list_ttl_s"] = _int("PMCP_LIST_TTL_S", env["PMCP_LIST_TTL_S"])
+        if env.get("PMCP_CONFORMANCE_FIXTURES"):
+            values["conformance_fixtures"] = env["PMCP_CONFORMANCE_FIXTURES"].strip().lower() in ("1", "true", "yes")
         values.update({k: v for k, v in overrides.items() if v is not None})
         if isinstance(values.get("spec_path"), str):
             values["spec_path"] = Path(values["spec_path"])
