@@ -4,8 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SAMPLE_PORT ?= 8765
+PORT ?= 8000
 
-.PHONY: demo test lint serve synth bench tokens spec-schema clean
+.PHONY: demo test lint serve conformance synth bench tokens spec-schema clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +24,12 @@ test: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
+
+serve: $(STAMP)
+	$(VENV)/bin/progressive-mcp serve --sample-upstream --port $(PORT)
+
+conformance: $(STAMP)
+	$(PY) .ci/conformance.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
