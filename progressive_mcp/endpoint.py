@@ -355,9 +355,11 @@ class Endpoint:
             raise _Reject(400, INVALID_REQUEST, 'Not JSON-RPC 2.0: "jsonrpc" must be "2.0"', request_id=_id(message))
         header_version = request.headers.get("mcp-protocol-version")
         method = message.get("method")
+        if "method" not in message and ("result" in message or "error" in message):
+            return HttpResponse(202, cors, b"", exchange)  # a response from the client: this server asks nothing
         if "id" not in message:
-            if not isinstance(method, str):  # a response from the client: nothing asked for one, nothing to do
-                return HttpResponse(202, cors, b"", exchange)
+            if not isinstance(method, str):
+                raise _Reject(400, INVALID_REQUEST, 'A notification needs a "method" string')
             exchange.rpc_method = method[:100]
             if header_version is not None and header_version not in SUPPORTED_VERSIONS:
                 raise self._unsupported(header_version, None)
@@ -528,12 +530,11 @@ class Endpoint:
         if ctx.record is not None:
             ctx.record.tool = name  # for TOOL_CALL, the surface replaces it with the tool that ran
         try:
-            result = surface.call_tool(name, params.get("arguments"), ctx)
+            data = surface.call_tool_wire(name, params.get("arguments"), ctx)
         except UnknownTool as exc:
             raise _Reject(
                 400 if modern else 200, INVALID_PARAMS, str(exc), data=exc.details(), request_id=request_id
             ) from None
-        data = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         data.update(extra)
         return _dumps(methods.serialize_server_result("tools/call", version, data))
 

@@ -118,6 +118,7 @@ class MetaTools:
             c: grouped for c in catalog.categories if (grouped := tuple(t for t in self.tools if t.category == c))
         }
         self.index = SearchIndex(self.tools)
+        self._described: dict[str, dict[str, Any]] = {}
         # readOnlyHint alone: destructiveHint is moot for read-only tools and openWorldHint defaults to true.
         self.definitions = [dict(d, annotations={"readOnlyHint": True}) for d in meta_tool_definitions(catalog)]
 
@@ -220,6 +221,13 @@ class MetaTools:
         return self.lookup(name), args.get("arguments")
 
     def _describe(self, tool: CatalogTool) -> dict[str, Any]:
+        """TOOL_GET's entry for a tool; built once per tool (results are read-only by convention)."""
+        described = self._described.get(tool.name)
+        if described is None:
+            described = self._described[tool.name] = self._build_description(tool)
+        return described
+
+    def _build_description(self, tool: CatalogTool) -> dict[str, Any]:
         definition = tool.definition()
         del definition["annotations"]  # the same for every tool; tools/list carries them
         definition["category"] = tool.category

@@ -144,6 +144,10 @@ class Surface:
 
     def call_tool(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext) -> types.CallToolResult:
         """Run a tool of this surface. Raises UnknownTool for a name this surface does not offer."""
+        return types.CallToolResult.model_validate(self.call_tool_wire(name, arguments, ctx))
+
+    def call_tool_wire(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext) -> dict[str, Any]:
+        """`call_tool`'s result as its wire JSON object (what the HTTP endpoint sends, without a model round trip)."""
         args = dict(arguments or {})
         handler = self._discovery.get(name) if self.mode != "direct" else None
         try:
@@ -159,7 +163,7 @@ class Surface:
             raise UnknownTool(name, self._suggest(name))
         return self._run(direct, args, ctx)
 
-    def _run(self, tool: CatalogTool, raw_arguments: Any, ctx: CallContext) -> types.CallToolResult:
+    def _run(self, tool: CatalogTool, raw_arguments: Any, ctx: CallContext) -> dict[str, Any]:
         if ctx.record is not None:
             ctx.record.tool = tool.name
         try:
@@ -192,18 +196,12 @@ class Surface:
         )
 
 
-def _result(payload: dict[str, Any]) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=dumps(payload))], structured_content=payload
-    )
+def _result(payload: dict[str, Any]) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": dumps(payload)}], "structuredContent": payload, "isError": False}
 
 
-def _error_result(exc: ToolError, ctx: CallContext) -> types.CallToolResult:
+def _error_result(exc: ToolError, ctx: CallContext) -> dict[str, Any]:
     error: dict[str, Any] = {"type": type(exc).__name__, "message": redact(str(exc), ctx.api_key)}
     error.update(exc.details())
     payload = {"error": error}
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=dumps(payload))],
-        structured_content=payload,
-        is_error=True,
-    )
+    return {"content": [{"type": "text", "text": dumps(payload)}], "structuredContent": payload, "isError": True}
