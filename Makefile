@@ -40,6 +40,7 @@ tokens: $(STAMP)
 
 bench: $(STAMP)
 	@$(PY) bench/run.py
+	@$(PY) bench/endpoint.py
 
 spec-schema: $(STAMP)
 	$(VENV)/bin/progressive-mcp spec schema > spec/spec.schema.json

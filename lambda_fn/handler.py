@@ -77,12 +77,15 @@ def make_handler(endpoint: Endpoint) -> LambdaHandler:
     Log keys and metrics are per invocation (Powertools' thread-safe keys and EphemeralMetrics), so
     `progressive-mcp serve`, which may run several invocations at once on threads, never mixes them.
     """
-    cold = threading.Event()
+    invoked: list[bool] = []
+    lock = threading.Lock()
 
     def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
         started = time.perf_counter()
-        cold_start = not cold.is_set()
-        cold.set()
+        with lock:  # exactly one invocation is the cold one, even with serve's threads
+            cold_start = not invoked
+            if cold_start:
+                invoked.append(True)
         request_id = (event.get("requestContext") or {}).get("requestId") or getattr(context, "aws_request_id", None)
         logger.thread_safe_append_keys(
             correlation_id=request_id,

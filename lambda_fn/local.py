@@ -25,6 +25,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from progressive_mcp.errors import ProgressiveMCPError
 
@@ -156,9 +157,13 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
             self._send(403, {"Content-Type": "text/plain"}, b"Host not allowed: this server answers on localhost only")
             return
         request_id = str(uuid.uuid4())
+        target = self.path
+        if "://" in target.split("?", 1)[0]:  # absolute-form request target (RFC 9112 3.2.2)
+            parts = urlsplit(target)
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         event = build_event(
             self.command,
-            self.path,
+            target,
             list(self.headers.items()),
             body,
             source_ip=self.client_address[0],
@@ -175,7 +180,11 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
             size = 0
             while True:
                 line = self.rfile.readline(1024)
-                length = int(line.split(b";", 1)[0].strip() or b"0", 16)
+                try:
+                    length = int(line.split(b";", 1)[0].strip(), 16)
+                except ValueError:
+                    self._send(400, {"Content-Type": "text/plain"}, b"Bad chunk size", close=True)
+                    return None
                 if length == 0:
                     while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
                         pass
@@ -186,11 +195,11 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
                     return None
                 chunks.append(self.rfile.read(length))
                 self.rfile.readline(1024)
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
+        declared = (self.headers.get("Content-Length") or "0").strip()
+        if not declared.isdigit():  # digits only: no sign, no underscores (int() would take "+5" and "5_0")
             self._send(400, {"Content-Type": "text/plain"}, b"Bad Content-Length", close=True)
             return None
+        length = int(declared)
         if length > MAX_WIRE_BODY_BYTES:
             self._too_large()
             return None
