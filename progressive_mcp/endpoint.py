@@ -170,6 +170,19 @@ class HttpResponse:
         return json.loads(self.body) if self.body else None
 
 
+@dataclass(frozen=True)
+class _Rpc:
+    """One JSON-RPC request being answered, with what answering it needs."""
+
+    request: HttpRequest
+    method: str
+    params: dict[str, Any] | None
+    id: Any
+    surface: Surface
+    ctx: CallContext
+    exchange: Exchange
+
+
 class _Reject(Exception):
     """A request answered with a JSON-RPC error (and an HTTP status) instead of a result."""
 
@@ -386,24 +399,16 @@ class Endpoint:
                     request_id=request_id,
                 )
             raise self._unsupported(header_version, request_id)
+        rpc = _Rpc(request, method, params, request_id, surface, ctx, exchange)
         if header_version in MODERN_PROTOCOL_VERSIONS:
-            result_json = self._modern(request, header_version, method, params, request_id, surface, ctx, exchange)
+            result_json = self._modern(rpc, header_version)
         else:
-            result_json = self._handshake(header_version, message, method, params, request_id, surface, ctx, exchange)
+            result_json = self._handshake(rpc, header_version)
         body = f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"result":{result_json}}}'.encode()
         return HttpResponse(200, {"Content-Type": "application/json", **cors}, body, exchange)
 
-    def _modern(
-        self,
-        request: HttpRequest,
-        header_version: str,
-        method: str,
-        params: dict[str, Any] | None,
-        request_id: Any,
-        surface: Surface,
-        ctx: CallContext,
-        exchange: Exchange,
-    ) -> str:
+    def _modern(self, rpc: _Rpc, header_version: str) -> str:
+        request, method, params, request_id, surface = rpc.request, rpc.method, rpc.params, rpc.id, rpc.surface
         meta = params.get("_meta") if params else None
         if not isinstance(meta, dict):
             raise _Reject(
@@ -432,7 +437,7 @@ class Endpoint:
         if body_name is not None and _header_text(request.headers.get("mcp-name")) != body_name:
             problem = "is missing" if "mcp-name" not in request.headers else f"does not match params.{name_key}"
             raise _Reject(400, HEADER_MISMATCH, f"The Mcp-Name header {problem}", request_id=request_id)
-        exchange.protocol_version = version
+        rpc.exchange.protocol_version = version
         if method not in MODERN_METHODS:
             raise _Reject(
                 404,
@@ -452,19 +457,10 @@ class Endpoint:
         fixture = self._fixture(params or {}, meta[CLIENT_CAPABILITIES_META], request_id, modern=True)
         if fixture is not None:
             return _dumps(methods.serialize_server_result("tools/call", version, {**fixture, **extra}))
-        return self._call(surface, version, params or {}, request_id, ctx, extra, modern=True)
+        return self._call(rpc, version, extra, modern=True)
 
-    def _handshake(
-        self,
-        header_version: str | None,
-        message: dict[str, Any],
-        method: str,
-        params: dict[str, Any] | None,
-        request_id: Any,
-        surface: Surface,
-        ctx: CallContext,
-        exchange: Exchange,
-    ) -> str:
+    def _handshake(self, rpc: _Rpc, header_version: str | None) -> str:
+        method, params, request_id, surface = rpc.method, rpc.params, rpc.id, rpc.surface
         meta = params.get("_meta") if params else None
         if header_version is None and isinstance(meta, dict) and PROTOCOL_VERSION_META in meta:
             raise _Reject(
@@ -478,7 +474,7 @@ class Endpoint:
         if method == "initialize":
             requested = params.get("protocolVersion") if params else None
             version = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
-        exchange.protocol_version = version
+        rpc.exchange.protocol_version = version
         if method not in HANDSHAKE_METHODS:
             raise _Reject(
                 200,
@@ -498,7 +494,7 @@ class Endpoint:
         fixture = self._fixture(params or {}, {}, request_id, modern=False)  # capabilities: never known here
         if fixture is not None:
             return _dumps(methods.serialize_server_result("tools/call", version, fixture))
-        return self._call(surface, version, params or {}, request_id, ctx, {}, modern=False)
+        return self._call(rpc, version, {}, modern=False)
 
     def _validate(
         self, method: str, version: str, params: dict[str, Any] | None, request_id: Any, *, modern: bool
@@ -515,22 +511,13 @@ class Endpoint:
                 request_id=request_id,
             ) from None
 
-    def _call(
-        self,
-        surface: Surface,
-        version: str,
-        params: dict[str, Any],
-        request_id: Any,
-        ctx: CallContext,
-        extra: dict[str, Any],
-        *,
-        modern: bool,
-    ) -> str:
+    def _call(self, rpc: _Rpc, version: str, extra: dict[str, Any], *, modern: bool) -> str:
+        params, request_id, ctx = rpc.params or {}, rpc.id, rpc.ctx
         name = params["name"]
         if ctx.record is not None:
             ctx.record.tool = name  # for TOOL_CALL, the surface replaces it with the tool that ran
         try:
-            data = surface.call_tool_wire(name, params.get("arguments"), ctx)
+            data = rpc.surface.call_tool_wire(name, params.get("arguments"), ctx)
         except UnknownTool as exc:
             raise _Reject(
                 400 if modern else 200, INVALID_PARAMS, str(exc), data=exc.details(), request_id=request_id

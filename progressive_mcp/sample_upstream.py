@@ -886,7 +886,8 @@ class SampleUpstream:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, faults: Faults | None = None) -> None:
         self.faults: Faults = faults if faults is not None else Faults()
-        self.requests: list[dict[str, str]] = []
+        self.requests: list[dict[str, str]] = []  # the log shown to people: the key masked
+        self._unmasked: list[dict[str, str]] = []  # the same with the key, for tests that check which key came
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
         self._thread: threading.Thread | None = None
@@ -936,9 +937,10 @@ class SampleUpstream:
 
     # -- state -----------------------------------------------------------------------------------
 
-    def requests_snapshot(self) -> list[dict[str, str]]:
+    def requests_snapshot(self, *, unmasked: bool = False) -> list[dict[str, str]]:
+        """The query parameters of each request so far; `unmasked=True` keeps the apikey (tests only)."""
         with self._lock:
-            return [dict(r) for r in self.requests]
+            return [dict(r) for r in (self._unmasked if unmasked else self.requests)]
 
     def update_faults(self, update: object) -> Faults:
         """Apply a partial update (field -> value) to `faults`; ValueError names any bad field."""
@@ -962,6 +964,7 @@ class SampleUpstream:
             for f in dataclasses.fields(Faults):
                 setattr(self.faults, f.name, f.default)
             self.requests.clear()
+            self._unmasked.clear()
 
     def _track(self, conn: socket.socket, alive: bool) -> None:
         with self._lock:
@@ -974,6 +977,7 @@ class SampleUpstream:
         logged = {k: ("***" if k == "apikey" else v) for k, v in params.items()}
         with self._lock:
             self.requests.append(logged)
+            self._unmasked.append(dict(params))
             faults = dataclasses.replace(self.faults)  # one consistent view for this request
         if faults.delay_s > 0:
             time.sleep(faults.delay_s)

@@ -50,36 +50,14 @@ QUOTE_CALL = {"tool_name": "GLOBAL_QUOTE", "arguments": {"symbol": "IBM"}}
 # --- fixtures and helpers ---------------------------------------------------------------------------
 
 
-class RecordingUpstream(SampleUpstream):
-    """The sample upstream, also keeping each request's raw query: its own log masks the apikey as '***'."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.raw: list[dict[str, str]] = []
-
-    def _handle_query(self, params: dict[str, str]) -> Any:
-        with self._lock:
-            self.raw.append(dict(params))
-        return super()._handle_query(params)
-
-    def raw_snapshot(self) -> list[dict[str, str]]:
-        with self._lock:
-            return [dict(r) for r in self.raw]
-
-    def reset(self) -> None:
-        super().reset()
-        with self._lock:
-            self.raw.clear()
-
-
 @pytest.fixture(scope="module")
-def shared_upstream() -> Iterator[RecordingUpstream]:
-    with RecordingUpstream() as server:
+def shared_upstream() -> Iterator[SampleUpstream]:
+    with SampleUpstream() as server:
         yield server
 
 
 @pytest.fixture
-def upstream(shared_upstream: RecordingUpstream) -> RecordingUpstream:
+def upstream(shared_upstream: SampleUpstream) -> SampleUpstream:
     """One server for the module; each test starts with no faults and an empty request log."""
     shared_upstream.reset()
     return shared_upstream
@@ -90,7 +68,7 @@ def settings_for(upstream: SampleUpstream, **overrides: Any) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def endpoint(shared_upstream: RecordingUpstream) -> Endpoint:
+def endpoint(shared_upstream: SampleUpstream) -> Endpoint:
     """The default endpoint: passthrough auth, progressive mode, no allowed origins."""
     return Endpoint.from_settings(settings_for(shared_upstream))
 
@@ -254,12 +232,12 @@ def test_modern_request_without_a_complete_meta_envelope_is_invalid_params(
     ],
 )
 def test_modern_headers_must_agree_with_the_body(
-    endpoint: Endpoint, upstream: RecordingUpstream, method: str, params: dict[str, Any], headers: dict[str, str]
+    endpoint: Endpoint, upstream: SampleUpstream, method: str, params: dict[str, Any], headers: dict[str, str]
 ) -> None:
     response = post(endpoint, rpc(method, params, "h"), headers=headers)
     error_of(response, 400, HEADER_MISMATCH)
     assert response.json()["id"] == "h"
-    assert upstream.raw_snapshot() == []
+    assert upstream.requests_snapshot(unmasked=True) == []
 
 
 def test_modern_mcp_name_in_base64_sentinel_form_is_decoded(endpoint: Endpoint) -> None:
@@ -324,7 +302,7 @@ def test_modern_tools_list(endpoint: Endpoint) -> None:
     check_wire("tools/list", MODERN, result)
 
 
-def test_modern_ttl_follows_settings(upstream: RecordingUpstream) -> None:
+def test_modern_ttl_follows_settings(upstream: SampleUpstream) -> None:
     endpoint = Endpoint.from_settings(settings_for(upstream, list_ttl_s=60))
     assert result_of(call_modern(endpoint, "tools/list"))["ttlMs"] == 60_000
     assert result_of(call_modern(endpoint, "server/discover"))["ttlMs"] == 60_000
@@ -341,13 +319,13 @@ def test_modern_tool_search_call(endpoint: Endpoint) -> None:
     check_wire("tools/call", MODERN, result)
 
 
-def test_modern_tool_call_reaches_upstream(endpoint: Endpoint, upstream: RecordingUpstream) -> None:
+def test_modern_tool_call_reaches_upstream(endpoint: Endpoint, upstream: SampleUpstream) -> None:
     response = call_modern(endpoint, "tools/call", tool_call("TOOL_CALL", QUOTE_CALL), headers={"X-API-Key": "mk-1"})
     result = result_of(response)
     assert result["isError"] is False
     assert result["resultType"] == "complete"
     assert result["structuredContent"]["data"]["Global Quote"]["01. symbol"] == "IBM"
-    assert upstream.raw_snapshot()[-1]["apikey"] == "mk-1"
+    assert upstream.requests_snapshot(unmasked=True)[-1]["apikey"] == "mk-1"
     assert response.exchange.tool == "GLOBAL_QUOTE"
     check_wire("tools/call", MODERN, result)
 
@@ -420,7 +398,7 @@ def test_initialize_negotiates_a_handshake_version(endpoint: Endpoint, requested
     check_wire("initialize", answered, result)
 
 
-def test_handshake_era_needs_no_initialize(upstream: RecordingUpstream) -> None:
+def test_handshake_era_needs_no_initialize(upstream: SampleUpstream) -> None:
     fresh = Endpoint.from_settings(settings_for(upstream))
     ping = result_of(post(fresh, rpc("ping", request_id=1)))
     assert ping == {}
@@ -496,14 +474,14 @@ def test_handshake_tools_call_without_name_is_invalid_params(endpoint: Endpoint)
     ],
 )
 def test_invalid_meta_tool_arguments_are_error_results(
-    endpoint: Endpoint, upstream: RecordingUpstream, name: str, arguments: dict[str, Any]
+    endpoint: Endpoint, upstream: SampleUpstream, name: str, arguments: dict[str, Any]
 ) -> None:
     response = post(endpoint, rpc("tools/call", tool_call(name, arguments)), headers={"X-API-Key": "k"})
     result = result_of(response)
     assert result["isError"] is True
     assert result["structuredContent"]["error"]["message"]
     assert response.exchange.error_code is None
-    assert upstream.raw_snapshot() == []
+    assert upstream.requests_snapshot(unmasked=True) == []
     check_wire("tools/call", "2025-03-26", result)
 
 
@@ -632,16 +610,16 @@ def test_default_settings_accept_loopback_origins(endpoint: Endpoint, origin: st
         "file://localhost",
     ],
 )
-def test_default_settings_reject_other_origins(endpoint: Endpoint, upstream: RecordingUpstream, origin: str) -> None:
+def test_default_settings_reject_other_origins(endpoint: Endpoint, upstream: SampleUpstream, origin: str) -> None:
     body = rpc("tools/call", tool_call("TOOL_CALL", QUOTE_CALL))
     response = post(endpoint, body, headers={"Origin": origin, "X-API-Key": "k"})
     assert response.status == 403
     assert response.json()["error"]["code"] == INVALID_REQUEST
     assert "Access-Control-Allow-Origin" not in response.headers
-    assert upstream.raw_snapshot() == []
+    assert upstream.requests_snapshot(unmasked=True) == []
 
 
-def test_configured_origins_replace_the_loopback_default(upstream: RecordingUpstream) -> None:
+def test_configured_origins_replace_the_loopback_default(upstream: SampleUpstream) -> None:
     endpoint = Endpoint.from_settings(settings_for(upstream, allowed_origins=("https://app.example.com",)))
     ok = post(endpoint, rpc("ping"), headers={"Origin": "https://app.example.com"})
     assert result_of(ok) == {}
@@ -655,7 +633,7 @@ def test_configured_origins_replace_the_loopback_default(upstream: RecordingUpst
     assert result_of(post(endpoint, rpc("ping"))) == {}
 
 
-def test_wildcard_origin_accepts_anything(upstream: RecordingUpstream) -> None:
+def test_wildcard_origin_accepts_anything(upstream: SampleUpstream) -> None:
     endpoint = Endpoint.from_settings(settings_for(upstream, allowed_origins=("*",)))
     for origin in ("http://evil.example.com", "https://anything.test", "http://localhost:1"):
         response = post(endpoint, rpc("ping"), headers={"Origin": origin})
@@ -663,7 +641,7 @@ def test_wildcard_origin_accepts_anything(upstream: RecordingUpstream) -> None:
         assert response.headers["Access-Control-Allow-Origin"] == origin
 
 
-def test_session_ids_are_ignored_and_never_issued(upstream: RecordingUpstream) -> None:
+def test_session_ids_are_ignored_and_never_issued(upstream: SampleUpstream) -> None:
     fresh = Endpoint.from_settings(settings_for(upstream))
     session = {"Mcp-Session-Id": "session-that-never-existed"}
     requests = [
@@ -694,7 +672,7 @@ def test_session_ids_are_ignored_and_never_issued(upstream: RecordingUpstream) -
     assert result_of(responses[0])["protocolVersion"] == "2025-06-18"
 
 
-def test_body_size_limit(upstream: RecordingUpstream) -> None:
+def test_body_size_limit(upstream: SampleUpstream) -> None:
     endpoint = Endpoint.from_settings(settings_for(upstream, max_body_bytes=2048))
     base = json.dumps(rpc("ping", {"_meta": {"pad": ""}}))
     at_limit = base.replace('"pad": ""', '"pad": "' + "x" * (2048 - len(base)) + '"')
@@ -749,12 +727,12 @@ def test_invalid_request_ids_are_rejected(endpoint: Endpoint, request_id: Any) -
     ],
 )
 def test_passthrough_key_reaches_the_upstream(
-    endpoint: Endpoint, upstream: RecordingUpstream, headers: dict[str, str], query: str | None, expected: str
+    endpoint: Endpoint, upstream: SampleUpstream, headers: dict[str, str], query: str | None, expected: str
 ) -> None:
     response = post(endpoint, rpc("tools/call", tool_call("TOOL_CALL", QUOTE_CALL)), headers=headers, query=query)
     result = result_of(response)
     assert result["isError"] is False, result
-    raw = upstream.raw_snapshot()
+    raw = upstream.requests_snapshot(unmasked=True)
     assert len(raw) == 1
     assert raw[-1]["apikey"] == expected
     assert raw[-1]["function"] == "GLOBAL_QUOTE"
@@ -772,11 +750,11 @@ def test_passthrough_key_reaches_the_upstream(
     ],
 )
 def test_discovery_works_without_a_key(
-    endpoint: Endpoint, upstream: RecordingUpstream, request_body: dict[str, Any]
+    endpoint: Endpoint, upstream: SampleUpstream, request_body: dict[str, Any]
 ) -> None:
     result = result_of(post(endpoint, request_body))
     assert result.get("isError", False) is False
-    assert upstream.raw_snapshot() == []
+    assert upstream.requests_snapshot(unmasked=True) == []
 
 
 @pytest.mark.parametrize(
@@ -787,7 +765,7 @@ def test_discovery_works_without_a_key(
     ],
 )
 def test_tool_call_without_a_key_explains_how_to_send_one(
-    endpoint: Endpoint, upstream: RecordingUpstream, query: str | None, name: str, arguments: dict[str, Any]
+    endpoint: Endpoint, upstream: SampleUpstream, query: str | None, name: str, arguments: dict[str, Any]
 ) -> None:
     response = post(endpoint, rpc("tools/call", tool_call(name, arguments)), query=query)
     result = result_of(response)
@@ -796,7 +774,7 @@ def test_tool_call_without_a_key_explains_how_to_send_one(
     assert error["type"] == "MissingApiKey"
     for hint in ("X-API-Key", "Authorization", "apikey"):
         assert hint in error["message"]
-    assert upstream.raw_snapshot() == []
+    assert upstream.requests_snapshot(unmasked=True) == []
     assert upstream.requests_snapshot() == []
 
 
@@ -804,7 +782,7 @@ def test_tool_call_without_a_key_explains_how_to_send_one(
 
 
 @pytest.fixture
-def server_key_endpoint(upstream: RecordingUpstream) -> Endpoint:
+def server_key_endpoint(upstream: SampleUpstream) -> Endpoint:
     return Endpoint.from_settings(
         settings_for(
             upstream,
@@ -826,7 +804,7 @@ def server_key_endpoint(upstream: RecordingUpstream) -> Endpoint:
     ],
 )
 def test_server_key_without_bearer_is_401(
-    server_key_endpoint: Endpoint, upstream: RecordingUpstream, headers: dict[str, str]
+    server_key_endpoint: Endpoint, upstream: SampleUpstream, headers: dict[str, str]
 ) -> None:
     for message in (rpc("tools/list"), rpc("tools/call", tool_call("TOOL_CALL", QUOTE_CALL))):
         response = post(server_key_endpoint, message, headers=headers)
@@ -834,24 +812,24 @@ def test_server_key_without_bearer_is_401(
         assert response.headers["WWW-Authenticate"].startswith("Bearer")
         assert "invalid_token" not in response.headers["WWW-Authenticate"]
         assert response.json()["error"]["code"] == INVALID_REQUEST
-    assert upstream.raw_snapshot() == []
+    assert upstream.requests_snapshot(unmasked=True) == []
 
 
 @pytest.mark.parametrize("token", ["tok-C", "tok-a", "tok-A-", "tok-AB", "tok", "server-secret-key"])
 def test_server_key_wrong_token_is_401_invalid_token(
-    server_key_endpoint: Endpoint, upstream: RecordingUpstream, token: str
+    server_key_endpoint: Endpoint, upstream: SampleUpstream, token: str
 ) -> None:
     body = rpc("tools/call", tool_call("TOOL_CALL", QUOTE_CALL))
     response = post(server_key_endpoint, body, headers={"Authorization": f"Bearer {token}"})
     assert response.status == 401
     assert response.headers["WWW-Authenticate"].startswith("Bearer")
     assert 'error="invalid_token"' in response.headers["WWW-Authenticate"]
-    assert upstream.raw_snapshot() == []
+    assert upstream.requests_snapshot(unmasked=True) == []
 
 
 @pytest.mark.parametrize("token", ["tok-A", "tok-B"])
 def test_server_key_tokens_work_and_the_server_key_goes_upstream(
-    server_key_endpoint: Endpoint, upstream: RecordingUpstream, token: str
+    server_key_endpoint: Endpoint, upstream: SampleUpstream, token: str
 ) -> None:
     auth = {"Authorization": f"Bearer {token}"}
     assert tool_names(result_of(post(server_key_endpoint, rpc("tools/list"), headers=auth))) == list(META_TOOL_NAMES)
@@ -864,18 +842,18 @@ def test_server_key_tokens_work_and_the_server_key_goes_upstream(
     ]
     for response in attempts:
         assert result_of(response)["isError"] is False
-    raw = upstream.raw_snapshot()
+    raw = upstream.requests_snapshot(unmasked=True)
     assert [r["apikey"] for r in raw] == ["server-secret-key"] * 4
 
 
-def test_server_key_without_tokens_is_a_config_error(upstream: RecordingUpstream) -> None:
+def test_server_key_without_tokens_is_a_config_error(upstream: SampleUpstream) -> None:
     settings = settings_for(upstream, auth_mode="server-key", api_key="server-secret-key")
     with pytest.raises(ConfigError, match="token"):
         Endpoint.from_settings(settings)
 
 
 def test_server_key_without_a_server_key_says_the_operator_must_configure_one(
-    upstream: RecordingUpstream, monkeypatch: pytest.MonkeyPatch
+    upstream: SampleUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ALPHAVANTAGE_API_KEY", raising=False)
     endpoint = Endpoint.from_settings(settings_for(upstream, auth_mode="server-key", endpoint_tokens=("tok-A",)))
@@ -884,7 +862,7 @@ def test_server_key_without_a_server_key_says_the_operator_must_configure_one(
     assert result["isError"] is True
     assert result["structuredContent"]["error"]["type"] == "MissingApiKey"
     assert "operator" in result["structuredContent"]["error"]["message"]
-    assert upstream.raw_snapshot() == []  # the caller's key is not used in server-key mode
+    assert upstream.requests_snapshot(unmasked=True) == []  # the caller's key is not used in server-key mode
 
 
 # --- CORS -------------------------------------------------------------------------------------------
@@ -895,7 +873,7 @@ def header_items(value: str) -> set[str]:
 
 
 @pytest.mark.parametrize("mode", ["passthrough", "server-key"])
-def test_preflight_with_an_allowed_origin(upstream: RecordingUpstream, mode: str) -> None:
+def test_preflight_with_an_allowed_origin(upstream: SampleUpstream, mode: str) -> None:
     endpoint = Endpoint.from_settings(
         settings_for(
             upstream,
@@ -991,14 +969,14 @@ def test_modern_tools_list_honours_the_url_surface(endpoint: Endpoint) -> None:
     check_wire("tools/list", MODERN, result)
 
 
-def test_direct_mode_tool_call_and_no_meta_tools(endpoint: Endpoint, upstream: RecordingUpstream) -> None:
+def test_direct_mode_tool_call_and_no_meta_tools(endpoint: Endpoint, upstream: SampleUpstream) -> None:
     key = {"X-API-Key": "direct-key"}
     called = post(
         endpoint, rpc("tools/call", tool_call("GLOBAL_QUOTE", {"symbol": "MSFT"})), query="mode=direct", headers=key
     )
     assert result_of(called)["structuredContent"]["data"]["Global Quote"]["01. symbol"] == "MSFT"
     assert called.exchange.mode == "direct"
-    assert upstream.raw_snapshot()[-1]["apikey"] == "direct-key"
+    assert upstream.requests_snapshot(unmasked=True)[-1]["apikey"] == "direct-key"
     meta = post(endpoint, rpc("tools/call", tool_call("TOOL_LIST")), query="mode=direct")
     error_of(meta, 200, INVALID_PARAMS)
 
@@ -1018,7 +996,7 @@ def test_bad_surface_query_is_400_with_a_clear_message(endpoint: Endpoint, query
             assert word in error["message"], (word, error["message"])
 
 
-def test_url_override_does_not_change_the_default(upstream: RecordingUpstream) -> None:
+def test_url_override_does_not_change_the_default(upstream: SampleUpstream) -> None:
     fresh = Endpoint.from_settings(settings_for(upstream))
     assert "GLOBAL_QUOTE" in list_via(fresh, "mode=direct")
     assert list_via(fresh, "mode=hybrid&categories=forex")[:4] == list(META_TOOL_NAMES)
@@ -1027,7 +1005,7 @@ def test_url_override_does_not_change_the_default(upstream: RecordingUpstream) -
     # a direct tool is not callable on the default surface afterwards
     response = post(fresh, rpc("tools/call", tool_call("GLOBAL_QUOTE", {"symbol": "IBM"})), headers={"X-API-Key": "k"})
     error_of(response, 200, INVALID_PARAMS)
-    assert upstream.raw_snapshot() == []
+    assert upstream.requests_snapshot(unmasked=True) == []
     # and the default's TOOL_LIST still covers every category
     listed = json.dumps(
         result_of(post(fresh, rpc("tools/call", tool_call("TOOL_LIST", {"category": "stocks"}))))["structuredContent"]
@@ -1035,7 +1013,7 @@ def test_url_override_does_not_change_the_default(upstream: RecordingUpstream) -
     assert "GLOBAL_QUOTE" in listed
 
 
-def test_settings_mode_is_the_default_surface(upstream: RecordingUpstream) -> None:
+def test_settings_mode_is_the_default_surface(upstream: SampleUpstream) -> None:
     direct = Endpoint.from_settings(settings_for(upstream, mode="direct", categories="forex"))
     expected = [t.name for t in direct.surface.catalog.in_categories(frozenset({"forex"}))]
     assert list_via(direct, None) == expected
@@ -1062,7 +1040,7 @@ def assert_secret_absent(
 
 
 def test_passthrough_key_never_appears_in_responses_or_logs(
-    upstream: RecordingUpstream, caplog: pytest.LogCaptureFixture
+    upstream: SampleUpstream, caplog: pytest.LogCaptureFixture
 ) -> None:
     key = "SeCrEt-KEY-123"
     endpoint = Endpoint.from_settings(settings_for(upstream))
@@ -1101,12 +1079,12 @@ def test_passthrough_key_never_appears_in_responses_or_logs(
     responses.append(post(endpoint, rpc("tools/call", tool_call("TOOL_CALL", bad_args)), headers={"X-API-Key": key}))
     responses.append(post(endpoint, rpc("tools/call", tool_call("NOPE")), query=f"apikey={key}"))
     responses.append(post(endpoint, b"{bad json", headers={"X-API-Key": key}))
-    assert len(upstream.raw_snapshot()) >= 1
+    assert len(upstream.requests_snapshot(unmasked=True)) >= 1
     assert_secret_absent((key, f"invalid-{key}"), responses, caplog)
 
 
 def test_server_key_secrets_never_appear_in_responses_or_logs(
-    upstream: RecordingUpstream, caplog: pytest.LogCaptureFixture
+    upstream: SampleUpstream, caplog: pytest.LogCaptureFixture
 ) -> None:
     token, server_key, wrong = "ToKeN-SeCrEt-987", "SeRvEr-KeY-555", "WrOnG-ToKeN-321"
     endpoint = Endpoint.from_settings(
@@ -1136,7 +1114,7 @@ def test_server_key_secrets_never_appear_in_responses_or_logs(
 # --- concurrency ------------------------------------------------------------------------------------
 
 
-def test_concurrent_requests_keep_their_own_key_and_surface(upstream: RecordingUpstream) -> None:
+def test_concurrent_requests_keep_their_own_key_and_surface(upstream: SampleUpstream) -> None:
     endpoint = Endpoint.from_settings(settings_for(upstream))
     catalog = endpoint.surface.catalog
     variants: list[tuple[str, str | None]] = [
@@ -1203,7 +1181,7 @@ def test_concurrent_requests_keep_their_own_key_and_surface(upstream: RecordingU
     assert problems == []
 
     key_for = {symbols[i]: f"thread-key-{i:02d}" for i in range(16)}
-    raw = upstream.raw_snapshot()
+    raw = upstream.requests_snapshot(unmasked=True)
     assert len(raw) == 16 * rounds
     for request in raw:
         assert request["function"] == "GLOBAL_QUOTE"

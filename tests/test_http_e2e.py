@@ -46,31 +46,14 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class KeyRecordingUpstream(SampleUpstream):
-    """The sample upstream, also keeping each request's real apikey (its own log shows "***")."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.raw_requests: list[dict[str, str]] = []
-
-    def _handle_query(self, params: dict[str, str]) -> Any:
-        with self._lock:
-            self.raw_requests.append(dict(params))
-        return super()._handle_query(params)
-
-    def requests_with_keys(self) -> list[dict[str, str]]:
-        with self._lock:
-            return [dict(r) for r in self.raw_requests]
-
-
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[KeyRecordingUpstream]:
-    with KeyRecordingUpstream() as server:
+def upstream() -> Iterator[SampleUpstream]:
+    with SampleUpstream() as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def http_url(upstream: KeyRecordingUpstream) -> Iterator[str]:
+def http_url(upstream: SampleUpstream) -> Iterator[str]:
     """The serve stack (LocalServer → Lambda handler → Endpoint) with the default (progressive) surface."""
     endpoint = Endpoint.from_settings(Settings.from_env({}, upstream_url=upstream.url))
     with LocalServer(make_handler(endpoint), port=0) as server:
@@ -107,7 +90,7 @@ async def http_client(url: str, protocol: str, headers: dict[str, str] | None = 
 
 
 @asynccontextmanager
-async def stdio(upstream: KeyRecordingUpstream, protocol: str, mode: str) -> AsyncIterator[Client]:
+async def stdio(upstream: SampleUpstream, protocol: str, mode: str) -> AsyncIterator[Client]:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "stdio_server", "--upstream", upstream.url, "--mode", mode],
@@ -125,8 +108,8 @@ async def stdio(upstream: KeyRecordingUpstream, protocol: str, mode: str) -> Asy
 
 
 @pytest.mark.parametrize("protocol", ["legacy", "auto", "2026-07-28"])
-async def test_progressive_session_over_http(upstream: KeyRecordingUpstream, http_url: str, protocol: str) -> None:
-    before = len(upstream.requests_with_keys())
+async def test_progressive_session_over_http(upstream: SampleUpstream, http_url: str, protocol: str) -> None:
+    before = len(upstream.requests_snapshot(unmasked=True))
     async with http_client(f"{http_url}?apikey={KEY}", protocol) as client:
         assert client.protocol_version == EXPECTED_VERSION[protocol]
         assert [t.name for t in (await client.list_tools()).tools] == list(META_TOOL_NAMES)
@@ -145,20 +128,20 @@ async def test_progressive_session_over_http(upstream: KeyRecordingUpstream, htt
         quote = answer.structured_content["data"]["Global Quote"]
         assert quote["01. symbol"] == "IBM"
         assert KEY not in text_of(answer)
-    calls = upstream.requests_with_keys()[before:]
+    calls = upstream.requests_snapshot(unmasked=True)[before:]
     assert [(r["function"], r["symbol"], r["apikey"]) for r in calls] == [("GLOBAL_QUOTE", "IBM", KEY)]
 
 
 @pytest.mark.parametrize("protocol", ["legacy", "auto", "2026-07-28"])
-async def test_key_in_an_x_api_key_header(upstream: KeyRecordingUpstream, http_url: str, protocol: str) -> None:
+async def test_key_in_an_x_api_key_header(upstream: SampleUpstream, http_url: str, protocol: str) -> None:
     header_key = f"header-key-{protocol}"
-    before = len(upstream.requests_with_keys())
+    before = len(upstream.requests_snapshot(unmasked=True))
     async with http_client(http_url, protocol, headers={"X-API-Key": header_key}) as client:
         assert client.protocol_version == EXPECTED_VERSION[protocol]
         answer = await client.call_tool("TOOL_CALL", GLOBAL_QUOTE_IBM)
         assert answer.is_error is False, text_of(answer)
         assert answer.structured_content["data"]["Global Quote"]["01. symbol"] == "IBM"
-    calls = upstream.requests_with_keys()[before:]
+    calls = upstream.requests_snapshot(unmasked=True)[before:]
     assert [r["apikey"] for r in calls] == [header_key]
 
 
@@ -173,9 +156,9 @@ async def test_unknown_tool_is_invalid_params(http_url: str, protocol: str) -> N
 
 @pytest.mark.parametrize("protocol", ["legacy", "auto", "2026-07-28"])
 async def test_tool_call_without_a_key_says_how_to_pass_one(
-    upstream: KeyRecordingUpstream, http_url: str, protocol: str
+    upstream: SampleUpstream, http_url: str, protocol: str
 ) -> None:
-    before = len(upstream.requests_with_keys())
+    before = len(upstream.requests_snapshot(unmasked=True))
     async with http_client(http_url, protocol) as client:
         result = await client.call_tool("TOOL_CALL", GLOBAL_QUOTE_IBM)
         assert result.is_error is True
@@ -183,7 +166,7 @@ async def test_tool_call_without_a_key_says_how_to_pass_one(
         # the key-free meta-tools still work
         listing = await client.call_tool("TOOL_LIST", {})
         assert listing.is_error is False
-    assert upstream.requests_with_keys()[before:] == []
+    assert upstream.requests_snapshot(unmasked=True)[before:] == []
 
 
 # --------------------------------------------------------------------------------------------------
@@ -211,7 +194,7 @@ def wait_until_listening(process: subprocess.Popen[bytes], port: int, log: IO[st
     pytest.fail("progressive-mcp serve did not start listening in time")
 
 
-async def test_real_cli_serve(upstream: KeyRecordingUpstream) -> None:
+async def test_real_cli_serve(upstream: SampleUpstream) -> None:
     port = free_port()
     with tempfile.TemporaryFile("w+") as log:
         process = subprocess.Popen(
@@ -222,7 +205,7 @@ async def test_real_cli_serve(upstream: KeyRecordingUpstream) -> None:
         )
         try:
             wait_until_listening(process, port, log)
-            before = len(upstream.requests_with_keys())
+            before = len(upstream.requests_snapshot(unmasked=True))
             async with http_client(f"http://127.0.0.1:{port}/mcp?apikey={KEY}", "auto") as client:
                 assert client.protocol_version == "2026-07-28"
                 assert [t.name for t in (await client.list_tools()).tools] == list(META_TOOL_NAMES)
@@ -230,7 +213,7 @@ async def test_real_cli_serve(upstream: KeyRecordingUpstream) -> None:
                 answer = await client.call_tool("TOOL_CALL", msft)
                 assert answer.is_error is False, text_of(answer)
                 assert answer.structured_content["data"]["Global Quote"]["01. symbol"] == "MSFT"
-            calls = upstream.requests_with_keys()[before:]
+            calls = upstream.requests_snapshot(unmasked=True)[before:]
             assert [(r["symbol"], r["apikey"]) for r in calls] == [("MSFT", KEY)]
         finally:
             process.terminate()
@@ -275,7 +258,7 @@ async def outcome(client: Client, name: str, arguments: dict[str, Any]) -> dict[
 @pytest.mark.parametrize("protocol", ["legacy", "2026-07-28"])
 @pytest.mark.parametrize("mode", ["progressive", "direct", "hybrid"])
 async def test_stdio_and_http_answer_identically(
-    upstream: KeyRecordingUpstream, http_url: str, mode: str, protocol: str
+    upstream: SampleUpstream, http_url: str, mode: str, protocol: str
 ) -> None:
     calls = [*PARITY_CALLS, *(DIRECT_CALLS if mode != "progressive" else [])]
     async with (
@@ -333,9 +316,7 @@ def plan(index: int) -> dict[str, Any]:
     return {"key": key, "protocol": protocol, "kind": kind, "query": query, "call": call, "tag": ("symbol", symbol)}
 
 
-async def test_eight_concurrent_clients_keep_their_keys_and_surfaces(
-    upstream: KeyRecordingUpstream, http_url: str
-) -> None:
+async def test_eight_concurrent_clients_keep_their_keys_and_surfaces(upstream: SampleUpstream, http_url: str) -> None:
     plans = [plan(i) for i in range(8)]
     assert len({p["tag"] for p in plans}) == 8, "each client needs its own symbol"
     seen: dict[int, tuple[list[str], types.CallToolResult]] = {}
@@ -347,7 +328,7 @@ async def test_eight_concurrent_clients_keep_their_keys_and_surfaces(
             name, arguments = p["call"]
             seen[index] = (names, await client.call_tool(name, arguments))
 
-    before = len(upstream.requests_with_keys())
+    before = len(upstream.requests_snapshot(unmasked=True))
     with anyio.fail_after(30):
         async with anyio.create_task_group() as group:
             for index in range(8):
@@ -371,7 +352,7 @@ async def test_eight_concurrent_clients_keep_their_keys_and_surfaces(
             assert data["Global Quote"]["01. symbol"] == p["tag"][1]
 
     key_of = {p["tag"]: p["key"] for p in plans}
-    requests = upstream.requests_with_keys()[before:]
+    requests = upstream.requests_snapshot(unmasked=True)[before:]
     assert len(requests) == 8
     for request in requests:
         tag = next((field, request[field]) for field in ("symbol", "from_currency") if field in request)
