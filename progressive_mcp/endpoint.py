@@ -27,6 +27,7 @@ import hashlib
 import hmac
 import json
 import logging
+import os
 import threading
 import traceback
 from collections import OrderedDict
@@ -251,7 +252,7 @@ class Endpoint:
         surface = Surface.from_settings(settings, transport=transport)
         if settings.auth_mode == "server-key":
             auth = surface.catalog.api.auth
-            settings = settings.with_api_key_from(_environ(), auth.env if auth else None)
+            settings = settings.with_api_key_from(os.environ, auth.env if auth else None)
         return cls(surface, settings, path=path)
 
     # --- HTTP layer -----------------------------------------------------------------------------
@@ -701,9 +702,3 @@ def _id(message: dict[str, Any]) -> Any:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _environ() -> Mapping[str, str]:
-    import os
-
-    return os.environ
