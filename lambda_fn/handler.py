@@ -95,7 +95,7 @@ def make_handler(endpoint: Endpoint) -> LambdaHandler:
         )
         try:
             response = endpoint.handle(request_from_event(event))
-            _observe(endpoint, response, (time.perf_counter() - started) * 1000, context, cold_start)
+            _observe(endpoint, response, (time.perf_counter() - started) * 1000, cold_start)
         finally:
             logger.thread_safe_clear_keys()
         return result_from_response(response)
@@ -103,7 +103,7 @@ def make_handler(endpoint: Endpoint) -> LambdaHandler:
     return handle
 
 
-def _observe(endpoint: Endpoint, response: HttpResponse, duration_ms: float, context: Any, cold_start: bool) -> None:
+def _observe(endpoint: Endpoint, response: HttpResponse, duration_ms: float, cold_start: bool) -> None:
     exchange = response.exchange
     metrics = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE)
     method = exchange.rpc_method or "none"

@@ -52,7 +52,7 @@ from pydantic import ValidationError
 
 from progressive_mcp import __version__
 from progressive_mcp.errors import ConfigError, UnknownTool
-from progressive_mcp.settings import MODES, Mode, Settings
+from progressive_mcp.settings import MODES, Mode, Settings, split_list
 from progressive_mcp.surface import CallContext, CallRecord, Surface
 from progressive_mcp.upstream import UpstreamTransport, redact
 
@@ -618,7 +618,7 @@ class Endpoint:
         if categories_arg is None:
             categories = self.surface.categories
         else:
-            categories = frozenset(c.strip().lower() for c in categories_arg.split(",") if c.strip()) or None
+            categories = frozenset(c.lower() for c in split_list(categories_arg)) or None
             unknown = sorted((categories or frozenset()) - set(self.surface.catalog.categories))
             if unknown:
                 raise _Reject(

@@ -66,11 +66,11 @@ class Settings:
         if env.get("PMCP_UPSTREAM_RETRIES"):
             values["upstream_retries"] = _int("PMCP_UPSTREAM_RETRIES", env["PMCP_UPSTREAM_RETRIES"])
         if env.get("PMCP_ALLOWED_ORIGINS"):
-            values["allowed_origins"] = tuple(o.strip() for o in env["PMCP_ALLOWED_ORIGINS"].split(",") if o.strip())
+            values["allowed_origins"] = split_list(env["PMCP_ALLOWED_ORIGINS"])
         if env.get("PMCP_AUTH_MODE"):
             values["auth_mode"] = env["PMCP_AUTH_MODE"].strip()
         if env.get("PMCP_ENDPOINT_TOKENS"):
-            values["endpoint_tokens"] = tuple(t.strip() for t in env["PMCP_ENDPOINT_TOKENS"].split(",") if t.strip())
+            values["endpoint_tokens"] = split_list(env["PMCP_ENDPOINT_TOKENS"])
         if env.get("PMCP_MAX_BODY_BYTES"):
             values["max_body_bytes"] = _int("PMCP_MAX_BODY_BYTES", env["PMCP_MAX_BODY_BYTES"])
         if env.get("PMCP_LIST_TTL_S"):
@@ -81,7 +81,7 @@ class Settings:
         if isinstance(values.get("spec_path"), str):
             values["spec_path"] = Path(values["spec_path"])
         if isinstance(values.get("categories"), str):
-            values["categories"] = frozenset(c.strip() for c in values["categories"].split(",") if c.strip()) or None
+            values["categories"] = frozenset(split_list(values["categories"])) or None
         settings = cls(**values)
         settings.check()
         return settings
@@ -111,6 +111,11 @@ class Settings:
             raise ConfigError("PMCP_LIST_TTL_S must not be negative")
         if self.upstream_url is not None and not self.upstream_url.startswith(("http://", "https://")):
             raise ConfigError(f"the upstream URL must start with http:// or https://, not {self.upstream_url!r}")
+
+
+def split_list(value: str) -> tuple[str, ...]:
+    """The non-empty, stripped items of a comma-separated setting ("a, b,," → ("a", "b"))."""
+    return tuple(item for item in (part.strip() for part in value.split(",")) if item)
 
 
 def _int(name: str, value: str) -> int:

@@ -418,16 +418,14 @@ def test_cli_serve_with_sample_upstream() -> None:
                 stream.close()
 
 
+def _serve_cli(*flags: str) -> subprocess.CompletedProcess[str]:
+    """`progressive-mcp serve FLAGS` to completion (for runs that are expected to exit on their own)."""
+    command = [sys.executable, "-m", "progressive_mcp.cli", "serve", *flags]
+    return subprocess.run(command, cwd=ROOT, env=_clean_env(), capture_output=True, text=True, timeout=30, check=False)
+
+
 def test_cli_serve_with_a_missing_spec_exits_2() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "progressive_mcp.cli", "serve", "--spec", "/nonexistent.yaml", "--port", "0"],
-        cwd=ROOT,
-        env=_clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    done = _serve_cli("--spec", "/nonexistent.yaml", "--port", "0")
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert done.stderr.startswith("progressive-mcp: ")
@@ -440,30 +438,14 @@ def test_cli_serve_on_a_busy_port_exits_2() -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        done = subprocess.run(
-            [sys.executable, "-m", "progressive_mcp.cli", "serve", "--port", str(port)],
-            cwd=ROOT,
-            env=_clean_env(),
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        done = _serve_cli("--port", str(port))
     assert done.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
     assert "Traceback" not in done.stderr
 
 
 def test_cli_serve_server_key_without_endpoint_tokens_exits_2() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "progressive_mcp.cli", "serve", "--auth-mode", "server-key", "--port", "0"],
-        cwd=ROOT,
-        env=_clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    done = _serve_cli("--auth-mode", "server-key", "--port", "0")
     assert done.returncode == 2
     assert done.stderr.startswith("progressive-mcp: ")
     assert "PMCP_ENDPOINT_TOKENS" in done.stderr
