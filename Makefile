@@ -11,7 +11,7 @@ PORT ?= 8000
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,aws]'
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,aws,infra]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
