@@ -248,6 +248,7 @@ def run(args: argparse.Namespace) -> int:
         "PMCP_UPSTREAM_URL": args.upstream,
         "PMCP_AUTH_MODE": args.auth_mode,
         "PMCP_CONFORMANCE_FIXTURES": "1" if args.conformance_fixtures else None,
+        "PMCP_CACHE": "off" if getattr(args, "cache", None) is False else None,
     }
     os.environ.update({k: v for k, v in env.items() if v})
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", args.log_level.upper())

@@ -96,6 +96,13 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=MODES, help="tool surface (env PMCP_MODE; default progressive)")
     parser.add_argument("--categories", help="comma-separated categories to expose (env PMCP_CATEGORIES)")
     parser.add_argument("--upstream", help="upstream base URL (env PMCP_UPSTREAM_URL; default from the spec)")
+    parser.add_argument(
+        "--no-cache",
+        dest="cache",
+        action="store_false",
+        default=None,
+        help="answer every call from the upstream (env PMCP_CACHE=off; default: keep answers in memory while fresh)",
+    )
     parser.add_argument("--log-level", default="WARNING", help="log level (stdio: WARNING, to stderr; serve: INFO)")
 
 

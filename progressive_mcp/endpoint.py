@@ -33,7 +33,7 @@ import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from mcp_types import methods
@@ -51,10 +51,13 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from pydantic import ValidationError
 
 from progressive_mcp import __version__
+from progressive_mcp.cache import PUBLIC, SERVER, ResponseCache, ResultStore
 from progressive_mcp.errors import ConfigError, UnknownTool
 from progressive_mcp.settings import MODES, Mode, Settings, split_list
 from progressive_mcp.surface import CallContext, CallRecord, Surface
 from progressive_mcp.upstream import UpstreamTransport, redact
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger(__name__)
 
@@ -247,13 +250,22 @@ class Endpoint:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, transport: UpstreamTransport | None = None, path: str = "/mcp"
+        cls,
+        settings: Settings,
+        *,
+        transport: UpstreamTransport | None = None,
+        path: str = "/mcp",
+        cache: ResponseCache | None = None,
+        results: ResultStore | None = None,
+        server_key: Callable[[], str | None] | None = None,
+        endpoint_tokens: Callable[[], Sequence[str]] | None = None,
     ) -> Endpoint:
-        surface = Surface.from_settings(settings, transport=transport)
-        if settings.auth_mode == "server-key":
+        """An endpoint as configured; the keyword arguments plug in AWS-backed pieces (see lambda_fn.aws)."""
+        surface = Surface.from_settings(settings, transport=transport, cache=cache, results=results)
+        if settings.auth_mode == "server-key" and server_key is None:
             auth = surface.catalog.api.auth
             settings = settings.with_api_key_from(os.environ, auth.env if auth else None)
-        return cls(surface, settings, path=path)
+        return cls(surface, settings, path=path, server_key=server_key, endpoint_tokens=endpoint_tokens)
 
     # --- HTTP layer -----------------------------------------------------------------------------
 
@@ -330,14 +342,27 @@ class Endpoint:
                 "This endpoint needs a bearer token: send 'Authorization: Bearer <token>'",
                 headers={"WWW-Authenticate": challenge},
             )
-        if not _token_matches(bearer, self._endpoint_tokens()):
+        if not _token_matches(bearer, self._secret(self._endpoint_tokens)):
             raise _Reject(
                 401,
                 INVALID_REQUEST,
                 "The bearer token is not valid for this endpoint",
                 headers={"WWW-Authenticate": f'{challenge}, error="invalid_token"'},
             )
-        return self._server_key()
+        return self._secret(self._server_key)
+
+    def _secret(self, provider: Callable[[], _T]) -> _T:
+        """A secret from its provider (Secrets Manager on Lambda); its failure is a 503, not a crash."""
+        try:
+            return provider()
+        except Exception as exc:
+            logger.error("could not read a secret: %s", type(exc).__name__)
+            raise _Reject(
+                503,
+                INTERNAL_ERROR,
+                "The server could not read its credentials just now; try again in a few seconds",
+                headers={"Retry-After": "5"},
+            ) from None
 
     def _read_body(self, request: HttpRequest) -> Any:
         limit = self.settings.max_body_bytes
@@ -389,7 +414,12 @@ class Endpoint:
         exchange.rpc_method = method[:100]
         surface = self._surface_for(request.query, request_id)
         exchange.mode = surface.mode
-        ctx = CallContext(api_key=key, missing_key_help=self._key_help, record=exchange.call)
+        ctx = CallContext(
+            api_key=key,
+            missing_key_help=self._key_help,
+            record=exchange.call,
+            entitlement=SERVER if self.auth_mode == "server-key" else PUBLIC,
+        )
         if header_version is not None and header_version not in SUPPORTED_VERSIONS:
             meta = params.get("_meta") if params else None
             if isinstance(meta, dict) and meta.get(PROTOCOL_VERSION_META, header_version) != header_version:

@@ -39,6 +39,7 @@ class Settings:
     upstream_timeout_s: float = 20.0
     upstream_retries: int = 2
     allowed_origins: tuple[str, ...] = ()
+    cache: bool = True  # keep upstream answers while fresh (in memory; Lambda: DynamoDB when configured)
     # The HTTP endpoint only:
     auth_mode: AuthMode = "passthrough"
     endpoint_tokens: tuple[str, ...] = field(default=(), repr=False)
@@ -67,6 +68,8 @@ class Settings:
             values["upstream_retries"] = _int("PMCP_UPSTREAM_RETRIES", env["PMCP_UPSTREAM_RETRIES"])
         if env.get("PMCP_ALLOWED_ORIGINS"):
             values["allowed_origins"] = split_list(env["PMCP_ALLOWED_ORIGINS"])
+        if env.get("PMCP_CACHE"):
+            values["cache"] = _switch("PMCP_CACHE", env["PMCP_CACHE"])
         if env.get("PMCP_AUTH_MODE"):
             values["auth_mode"] = env["PMCP_AUTH_MODE"].strip()
         if env.get("PMCP_ENDPOINT_TOKENS"):
@@ -116,6 +119,15 @@ class Settings:
 def split_list(value: str) -> tuple[str, ...]:
     """The non-empty, stripped items of a comma-separated setting ("a, b,," → ("a", "b"))."""
     return tuple(item for item in (part.strip() for part in value.split(",")) if item)
+
+
+def _switch(name: str, value: str) -> bool:
+    word = value.strip().lower()
+    if word in ("on", "true", "1", "yes"):
+        return True
+    if word in ("off", "false", "0", "no"):
+        return False
+    raise ConfigError(f"{name} must be on or off, not {value!r}")
 
 
 def _int(name: str, value: str) -> int:

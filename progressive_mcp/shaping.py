@@ -2,7 +2,9 @@
 
 Small answers pass through whole. A large one becomes a structured preview: the first entries of
 every long series or list (upstream series are newest first), how many were kept of how many,
-and how to ask for less. The payload appears once. Example::
+and how to ask for less. Where a result store is configured (S3 on Lambda), `when_cut` adds a
+link to the full answer (`full_result`), and the preview is cut so that the whole still fits.
+The payload appears once. Example::
 
     envelope = shape_result(tool, {"symbol": "IBM"}, payload, "json", budget_tokens=8000)
     envelope["truncated"]["note"]   # present only when the answer was cut
@@ -10,6 +12,7 @@ and how to ask for less. The payload appears once. Example::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from progressive_mcp.catalog import CatalogTool
@@ -20,12 +23,23 @@ SERIES_MIN_MEMBERS = 12
 
 
 def shape_result(
-    tool: CatalogTool, arguments: dict[str, Any], payload: Any, fmt: str, *, budget_tokens: int
+    tool: CatalogTool,
+    arguments: dict[str, Any],
+    payload: Any,
+    fmt: str,
+    *,
+    budget_tokens: int,
+    when_cut: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The envelope for a tool result: tool, arguments used, format, data, and `truncated` when cut."""
+    """The envelope for a tool result: tool, arguments used, format, data, and `truncated` when cut.
+
+    `when_cut` is called only when the answer does not fit; the fields it returns join the envelope.
+    """
     envelope: dict[str, Any] = {"tool": tool.name, "arguments": arguments, "format": fmt, "data": payload}
     if fits_budget(dumps(envelope), budget_tokens):
         return envelope
+    if when_cut is not None:
+        envelope.update(when_cut())
     if fmt == "csv" and isinstance(payload, str):
         return _preview_csv(tool, envelope, payload, budget_tokens)
     return _preview_json(tool, envelope, payload, budget_tokens)
@@ -137,4 +151,6 @@ def _note(tool: CatalogTool, envelope: dict[str, Any], kept: dict[str, dict[str,
     if "interval" in names:
         hints.append("a coarser interval")
     ask = f" To get less, call again with {', or '.join(hints)}." if hints else ""
+    if "full_result" in envelope:
+        ask += " The whole answer can be downloaded from full_result.url until full_result.expires_at."
     return f"Answer cut to fit the {budget}-token budget (newest entries first): {shown}.{ask}"

@@ -45,6 +45,9 @@ class ParamSpec(_Model):
     minimum: int | float | None = None
     maximum: int | float | None = None
     examples: list[Scalar] | None = Field(None, description="Typical values, shown to the model.")
+    premium_values: list[Scalar] | None = Field(
+        None, description="Values that need a paid upstream plan (answers to them are never shared between callers)."
+    )
 
 
 class DispatchSpec(_Model):
@@ -123,6 +126,7 @@ class ResolvedParam:
     minimum: int | float | None
     maximum: int | float | None
     examples: tuple[Scalar, ...] | None
+    premium_values: tuple[Scalar, ...] = ()
 
 
 def spec_json_schema() -> dict[str, Any]:
@@ -250,6 +254,7 @@ def resolve_params(spec: Spec, tool: ToolSpec) -> list[ResolvedParam]:
                 minimum=merged.get("minimum"),
                 maximum=merged.get("maximum"),
                 examples=tuple(merged["examples"]) if merged.get("examples") is not None else None,
+                premium_values=tuple(merged.get("premium_values") or ()),
             )
         )
     return resolved
@@ -344,11 +349,11 @@ def _check_param(where: Path_, p: dict[str, Any], *, allow_untyped: bool) -> lis
         problems.append(((*where, "minimum" if lo is not None else "maximum"), "bounds only apply to numbers"))
     if lo is not None and hi is not None and lo > hi:
         problems.append(((*where, "minimum"), f"minimum {lo} is greater than maximum {hi}"))
-    for field in ("default", "examples"):
+    for field in ("default", "examples", "premium_values"):
         values = p.get(field)
         if values is None:
             continue
-        for value in values if field == "examples" else [values]:
+        for value in values if field != "default" else [values]:
             problems += [((*where, field), msg) for msg in _value_problems(value, type_name, enum, pattern, lo, hi)]
     if p.get("required") and p.get("default") is not None:
         problems.append(((*where, "default"), "a required parameter cannot have a default"))

@@ -12,16 +12,28 @@ answer with a JSON-RPC invalid-params error. Example::
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
 
 from progressive_mcp.arguments import prepare_arguments
+from progressive_mcp.cache import (
+    LOCAL,
+    PUBLIC,
+    SERVER,
+    CachedAnswer,
+    MemoryCache,
+    ResponseCache,
+    ResultStore,
+    cache_key,
+)
 from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.errors import ConfigError, MissingApiKey, ToolError, UnknownTool
 from progressive_mcp.metatools import META_TOOL_NAMES, TOOL_CALL, MetaTools
@@ -40,6 +52,7 @@ class CallRecord:
     tool: str | None = None  # the catalog tool that ran (TOOL_CALL's target too)
     error: str | None = None  # the error type of an isError result
     upstream_ms: float | None = None  # time spent waiting for the upstream, retries included
+    cache: str | None = None  # "hit", "miss", "bypass" (not cacheable) or "error" (the cache failed)
 
 
 @dataclass(frozen=True)
@@ -48,11 +61,14 @@ class CallContext:
 
     `missing_key_help` replaces the default "set the environment variable" advice when a call
     needs the upstream and no key came with it (over HTTP: how to pass one with the request).
+    `entitlement` says whose plan the key stands for (see `progressive_mcp.cache`): PUBLIC for a
+    caller's own key on a shared server, SERVER for the server's key, LOCAL for a one-user process.
     """
 
     api_key: str | None = field(default=None, repr=False)
     missing_key_help: str | None = None
     record: CallRecord | None = None
+    entitlement: str = PUBLIC
 
 
 class Surface:
@@ -67,7 +83,11 @@ class Surface:
         upstream: UpstreamClient | None = None,
         max_result_tokens: int = 8000,
         meta: MetaTools | None = None,
+        cache: ResponseCache | None = None,
+        results: ResultStore | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """`cache` keeps upstream answers (None: no cache); `results` takes full answers too large to show."""
         unknown = sorted((categories or frozenset()) - set(catalog.categories))
         if unknown:
             raise ConfigError(
@@ -78,6 +98,9 @@ class Surface:
         self.categories = categories
         self.upstream = upstream or UpstreamClient(catalog.api)
         self.max_result_tokens = max_result_tokens
+        self.cache = cache
+        self.results = results
+        self._clock = clock
         # Surfaces that differ only in mode can share one MetaTools (its search index takes ~20 ms to build).
         shared = meta is not None and meta.categories == categories
         self.meta = meta if meta is not None and shared else MetaTools(catalog, categories=categories)
@@ -92,8 +115,15 @@ class Surface:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, catalog: Catalog | None = None, transport: UpstreamTransport | None = None
+        cls,
+        settings: Settings,
+        *,
+        catalog: Catalog | None = None,
+        transport: UpstreamTransport | None = None,
+        cache: ResponseCache | None = None,
+        results: ResultStore | None = None,
     ) -> Surface:
+        """A surface as configured; `cache` replaces the in-memory cache that `settings.cache` asks for."""
         catalog = catalog or Catalog.load(settings.spec_path)
         upstream = UpstreamClient(
             catalog.api,
@@ -108,13 +138,16 @@ class Surface:
             categories=settings.categories,
             upstream=upstream,
             max_result_tokens=settings.max_result_tokens,
+            cache=(cache or MemoryCache()) if settings.cache else None,
+            results=results,
         )
 
     def default_context(self, settings: Settings, environ: Mapping[str, str] | None = None) -> CallContext:
         """The context of a single-user server (stdio): the key from settings or the spec's env var."""
         env = os.environ if environ is None else environ
         auth = self.catalog.api.auth
-        return CallContext(api_key=settings.with_api_key_from(env, auth.env if auth else None).api_key)
+        api_key = settings.with_api_key_from(env, auth.env if auth else None).api_key
+        return CallContext(api_key=api_key, entitlement=LOCAL)
 
     def variant(self, mode: Mode, categories: frozenset[str] | None) -> Surface:
         """The same catalog and upstream with another mode or category filter (for per-URL choices)."""
@@ -125,6 +158,9 @@ class Surface:
             upstream=self.upstream,
             max_result_tokens=self.max_result_tokens,
             meta=self.meta,
+            cache=self.cache,
+            results=self.results,
+            clock=self._clock,
         )
 
     @property
@@ -164,36 +200,115 @@ class Surface:
         return self._run(direct, args, ctx)
 
     def _run(self, tool: CatalogTool, raw_arguments: Any, ctx: CallContext) -> dict[str, Any]:
-        if ctx.record is not None:
-            ctx.record.tool = tool.name
+        record = ctx.record if ctx.record is not None else CallRecord()
+        record.tool = tool.name
         try:
             arguments = prepare_arguments(self.catalog, tool.name, raw_arguments)
             if not ctx.api_key and ctx.missing_key_help and self.catalog.api.auth is not None:
                 raise MissingApiKey(ctx.missing_key_help)
-            started = time.perf_counter()
-            try:
-                answer = self.upstream.call(tool, arguments, ctx.api_key)
-            finally:
-                if ctx.record is not None:
-                    ctx.record.upstream_ms = (time.perf_counter() - started) * 1000
+            key = self._cache_key(tool, arguments, ctx)
+            answer = self._cached(key, record) if key is not None else None
+            if answer is None:
+                answer = self._fetch(tool, arguments, ctx, record)
+                if key is not None:
+                    self._keep(key, answer, record)
+                cached_at = None
+            else:
+                cached_at = answer.cached_at
             envelope = shape_result(
-                tool, arguments, answer.payload, answer.format, budget_tokens=self.max_result_tokens
+                tool,
+                arguments,
+                answer.payload,
+                answer.format,
+                budget_tokens=self.max_result_tokens,
+                when_cut=(lambda: self._offload(tool, answer)) if self.results is not None else None,
             )
+            if cached_at is not None:
+                envelope["cached_at"] = _iso(cached_at)
         except ToolError as exc:
             logger.info("tool call failed", extra={"tool": tool.name, "error": type(exc).__name__})
-            if ctx.record is not None:
-                ctx.record.error = type(exc).__name__
+            record.error = type(exc).__name__
             return _error_result(exc, ctx)
         except Exception:  # a bug of ours: say so without details that could carry secrets
             logger.exception("unexpected error in a tool call", extra={"tool": tool.name})
             return _error_result(ToolError(f"Internal error while running {tool.name}; please report it."), ctx)
         return _result(envelope)
 
+    def _fetch(
+        self, tool: CatalogTool, arguments: dict[str, Any], ctx: CallContext, record: CallRecord
+    ) -> CachedAnswer:
+        """Ask the upstream (errors, rate limits and premium notices raise, so they are never kept)."""
+        started = time.perf_counter()
+        try:
+            result = self.upstream.call(tool, arguments, ctx.api_key)
+        finally:
+            record.upstream_ms = (time.perf_counter() - started) * 1000
+        now = self._clock()
+        return CachedAnswer(result.payload, result.format, now, now + tool.cache_ttl_s, result.size)
+
+    def _cache_key(self, tool: CatalogTool, arguments: dict[str, Any], ctx: CallContext) -> str | None:
+        """The cache key of this call, or None when it must not be cached (no cache, no TTL, a paid answer)."""
+        if self.cache is None or tool.cache_ttl_s <= 0:
+            return None
+        entitlement = PUBLIC
+        if tool.premium or any(arguments.get(p.name) in p.premium_values for p in tool.params if p.premium_values):
+            # A paid answer: shared only where one key serves everyone, or the process has one user.
+            if ctx.entitlement not in (SERVER, LOCAL):
+                return None
+            entitlement = ctx.entitlement
+        return cache_key(tool.name, arguments, entitlement)
+
+    def _cached(self, key: str, record: CallRecord) -> CachedAnswer | None:
+        assert self.cache is not None
+        try:
+            answer = self.cache.get(key)
+        except Exception as exc:  # a cache outage degrades to a direct call, never to an error
+            logger.warning("response cache read failed", extra={"error": type(exc).__name__})
+            record.cache = "error"
+            return None
+        record.cache = "hit" if answer is not None else "miss"
+        return answer
+
+    def _keep(self, key: str, answer: CachedAnswer, record: CallRecord) -> None:
+        assert self.cache is not None
+        try:
+            self.cache.put(key, answer)
+        except Exception as exc:
+            logger.warning("response cache write failed", extra={"error": type(exc).__name__})
+            record.cache = "error"
+
+    def _offload(self, tool: CatalogTool, answer: CachedAnswer) -> dict[str, Any]:
+        """Put the full answer in the result store; the fields that tell the model where it is ({} on failure)."""
+        assert self.results is not None
+        if answer.format == "csv" and isinstance(answer.payload, str):
+            body, content_type, suffix = answer.payload.encode("utf-8"), "text/csv; charset=utf-8", "csv"
+        else:
+            body, content_type, suffix = dumps(answer.payload).encode("utf-8"), "application/json", "json"
+        # Content-addressed: the same answer is stored once however often it is asked for.
+        name = f"{tool.name}/{hashlib.sha256(body).hexdigest()[:40]}.{suffix}"
+        try:
+            stored = self.results.put(name, body, content_type)
+        except Exception as exc:  # no store: the preview alone, as on stdio
+            logger.warning("large result upload failed", extra={"tool": tool.name, "error": type(exc).__name__})
+            return {}
+        return {
+            "full_result": {
+                "url": stored.url,
+                "expires_at": _iso(stored.expires_at),
+                "bytes": len(body),
+                "format": suffix,
+            }
+        }
+
     def _suggest(self, name: str) -> list[str]:
         offered = {t.name for t in self._tools}
         return [s for s in self.catalog.suggest(name) if s in offered] or (
             list(META_TOOL_NAMES) if self.mode != "direct" else []
         )
+
+
+def _iso(epoch_s: float) -> str:
+    return dt.datetime.fromtimestamp(epoch_s, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _result(payload: dict[str, Any]) -> dict[str, Any]:

@@ -140,6 +140,7 @@ class UpstreamResult:
     status: int
     attempts: int
     elapsed_ms: float
+    size: int = 0  # bytes of the upstream body (what a cache entry costs)
 
 
 class UpstreamClient:
@@ -223,7 +224,7 @@ class UpstreamClient:
             },
         )
         payload, fmt = self._interpret(tool, arguments, response, attempt, api_key)
-        return UpstreamResult(payload, fmt, response.status, attempt, elapsed_ms)
+        return UpstreamResult(payload, fmt, response.status, attempt, elapsed_ms, len(response.body))
 
     def _interpret(
         self,

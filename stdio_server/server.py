@@ -69,7 +69,11 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:
         settings = Settings.from_env(
-            spec_path=args.spec, mode=args.mode, categories=args.categories, upstream_url=args.upstream
+            spec_path=args.spec,
+            mode=args.mode,
+            categories=args.categories,
+            upstream_url=args.upstream,
+            cache=getattr(args, "cache", None),
         )
         surface = Surface.from_settings(settings)
     except ProgressiveMCPError as exc:

@@ -64,7 +64,8 @@ def upstream(shared_upstream: SampleUpstream) -> SampleUpstream:
 
 
 def settings_for(upstream: SampleUpstream, **overrides: Any) -> Settings:
-    return Settings.from_env({}, upstream_url=upstream.url, upstream_retries=0, **overrides)
+    """Settings for a test endpoint; no response cache unless asked for, so every call reaches the upstream."""
+    return Settings.from_env({}, **{"upstream_url": upstream.url, "upstream_retries": 0, "cache": False, **overrides})
 
 
 @pytest.fixture(scope="module")

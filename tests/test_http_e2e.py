@@ -55,7 +55,8 @@ def upstream() -> Iterator[SampleUpstream]:
 @pytest.fixture(scope="module")
 def http_url(upstream: SampleUpstream) -> Iterator[str]:
     """The serve stack (LocalServer → Lambda handler → Endpoint) with the default (progressive) surface."""
-    endpoint = Endpoint.from_settings(Settings.from_env({}, upstream_url=upstream.url))
+    # No response cache: these tests count the requests (and keys) that reach the upstream.
+    endpoint = Endpoint.from_settings(Settings.from_env({}, upstream_url=upstream.url, cache=False))
     with LocalServer(make_handler(endpoint), port=0) as server:
         yield server.url
 
@@ -93,7 +94,7 @@ async def http_client(url: str, protocol: str, headers: dict[str, str] | None = 
 async def stdio(upstream: SampleUpstream, protocol: str, mode: str) -> AsyncIterator[Client]:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "stdio_server", "--upstream", upstream.url, "--mode", mode],
+        args=["-m", "stdio_server", "--upstream", upstream.url, "--mode", mode, "--no-cache"],
         env={"ALPHAVANTAGE_API_KEY": KEY},
         cwd=str(ROOT),
     )

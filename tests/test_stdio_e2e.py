@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -101,7 +102,11 @@ async def test_direct_and_hybrid_surfaces(upstream: SampleUpstream, protocol: st
         assert names[:4] == list(META_TOOL_NAMES) and "GLOBAL_QUOTE" in names and "RSI" not in names
         direct = await client.call_tool("GLOBAL_QUOTE", {"symbol": "IBM"})
         via_meta = await client.call_tool("TOOL_CALL", {"tool_name": "GLOBAL_QUOTE", "arguments": {"symbol": "IBM"}})
+        # The second, identical call is answered from the in-memory cache and says so.
+        assert "cached_at" not in direct.structured_content
+        cached_at = via_meta.structured_content.pop("cached_at")
         assert direct.structured_content == via_meta.structured_content
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", cached_at)
 
 
 @pytest.mark.anyio
