@@ -49,7 +49,8 @@ async def _session(upstream_url: str, mode: str) -> tuple[list[Any], Any]:
         return (await client.list_tools()).tools, client.protocol_version
 
 
-async def run_demo(upstream_url: str) -> int:
+async def run_demo(upstream_url: str, upstream_requests: Any = None) -> int:
+    """The demo session; `upstream_requests()` (optional) counts the requests the upstream has seen."""
     server = StdioServerParameters(
         command=sys.executable,
         args=["-m", "stdio_server", "--upstream", upstream_url],
@@ -102,7 +103,14 @@ async def run_demo(upstream_url: str) -> int:
         print(_show(answer["data"]))
         print(f"    -> {cost} tokens")
 
-    _step(5, "For comparison: the direct surface (every tool's schema up front)")
+        _step(5, "The same call again: answered from the response cache (GLOBAL_QUOTE stays fresh for 60 s)")
+        again = await client.call_tool("TOOL_CALL", {"tool_name": "GLOBAL_QUOTE", "arguments": {"symbol": "AAPL"}})
+        cached_at = (again.structured_content or {}).get("cached_at")
+        print(f"    cached_at: {cached_at}")
+        if upstream_requests is not None:
+            print(f"    upstream requests so far: {upstream_requests()} (the free plan allows 25 a day)")
+
+    _step(6, "For comparison: the direct surface (every tool's schema up front)")
     direct_tools, _ = await _session(upstream_url, "direct")
     direct_cost = _tools_tokens(direct_tools)
     print(f"    tools/list -> {len(direct_tools)} tools, {direct_cost} tokens")
@@ -119,7 +127,7 @@ def main() -> int:
     print("progressive-mcp demo: a real MCP session (mcp SDK client <-> python -m stdio_server), offline.")
     with SampleUpstream() as upstream:
         print(f"Upstream: the offline sample server at {upstream.url} (synthetic data, not real market prices).")
-        return asyncio.run(run_demo(upstream.url))
+        return asyncio.run(run_demo(upstream.url, lambda: len(upstream.requests_snapshot())))
 
 
 if __name__ == "__main__":
