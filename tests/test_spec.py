@@ -206,6 +206,13 @@ BROKEN_CASES: list[tuple[str, str, str, str, list[str]]] = [
         [f"{MY_TOOL}.params.symbol.examples:", "'ibm'", "pattern"],
     ),
     (
+        "premium-value-outside-the-enum",
+        "default: daily",
+        "default: daily\n        premium_values: [monthly]",
+        "premium_values: [monthly]",
+        [f"{MY_TOOL}.params.interval.premium_values:", "'monthly'"],
+    ),
+    (
         "minimum-above-maximum",
         "minimum: 1",
         "minimum: 500",
