@@ -4,16 +4,20 @@ The catalog and the default surface are built once, at import (the Lambda init p
 invocation is one stateless HTTP request. Logs are Powertools JSON lines (correlation id = the
 request id, cold start, the JSON-RPC method and tool name, status, timings) and never contain
 headers, query strings or bodies, which carry keys and tokens. Metrics are CloudWatch EMF:
-`Requests`, `ProtocolErrors`, `ToolErrors` and `UpstreamLatency`, by method and tool.
+`Requests`, `ProtocolErrors`, `ToolErrors` and `UpstreamLatency`, by method and tool; and, by service
+alone (what alarms read): `UpstreamCalls`, `UpstreamErrors` (see `UPSTREAM_FAULTS`), `CacheHits`,
+`CacheMisses` and `CacheErrors`.
 
 Handler setting: `lambda_fn.handler.handler`. Configuration: the PMCP_* environment variables
-(see the README); `progressive-mcp serve` runs this same module behind a local HTTP server.
+(see the README; the AWS-backed ones in `lambda_fn.aws`); `progressive-mcp serve` runs this same
+module behind a local HTTP server.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -22,14 +26,23 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-from progressive_mcp.endpoint import Endpoint, HttpRequest, HttpResponse
+from lambda_fn.aws import endpoint_from_environment
+from progressive_mcp.endpoint import Endpoint, Exchange, HttpRequest, HttpResponse
 from progressive_mcp.metatools import META_TOOL_NAMES
-from progressive_mcp.settings import Settings
 
 SERVICE = "progressive-mcp"
 NAMESPACE = "ProgressiveMCP"
 # Dimension values come from a fixed set, so a caller cannot create CloudWatch metrics at will.
 KNOWN_METHODS = frozenset({"initialize", "ping", "server/discover", "tools/list", "tools/call"})
+# Tool errors that are the upstream's doing (down, slow, garbled, out of quota, or an unclassified notice), as
+# opposed to the caller's (a bad symbol: UpstreamRejected; a paid feature: PremiumRequired; bad arguments;
+# no or a wrong key of their own: MissingApiKey). `UpstreamErrors / UpstreamCalls` is the rate alarms watch.
+UPSTREAM_FAULTS = frozenset(
+    {"UpstreamUnavailable", "UpstreamTimeout", "UpstreamBadResponse", "RateLimited", "UpstreamError"}
+)
+# In server-key mode the key is the operator's: the upstream refusing it fails every caller, so it counts too.
+SERVER_KEY_FAULTS = UPSTREAM_FAULTS | {"MissingApiKey"}
+CACHE_METRICS = {"hit": "CacheHits", "miss": "CacheMisses", "error": "CacheErrors"}
 
 logger = Logger(service=SERVICE)
 
@@ -123,6 +136,7 @@ def _observe(endpoint: Endpoint, response: HttpResponse, duration_ms: float, col
     if cold_start:
         metrics.add_metric(name="ColdStart", unit=MetricUnit.Count, value=1)
     metrics.flush_metrics()
+    _observe_service(endpoint, exchange)
     logger.info(
         "request",
         extra={
@@ -134,10 +148,32 @@ def _observe(endpoint: Endpoint, response: HttpResponse, duration_ms: float, col
             "error_code": exchange.error_code,
             "tool_error": exchange.call.error,
             "upstream_ms": None if exchange.call.upstream_ms is None else round(exchange.call.upstream_ms, 1),
+            "cache": exchange.call.cache,
             "duration_ms": round(duration_ms, 2),
         },
     )
 
 
-ENDPOINT = Endpoint.from_settings(Settings.from_env())
+def _observe_service(endpoint: Endpoint, exchange: Exchange) -> None:
+    """Counts by service alone (a metric math alarm needs both sides of a rate under the same dimensions)."""
+    call = exchange.call
+    metrics = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE)
+    if call.upstream_ms is not None:
+        metrics.add_metric(name="UpstreamCalls", unit=MetricUnit.Count, value=1)
+        faults = SERVER_KEY_FAULTS if endpoint.auth_mode == "server-key" else UPSTREAM_FAULTS
+        metrics.add_metric(name="UpstreamErrors", unit=MetricUnit.Count, value=1 if call.error in faults else 0)
+    if call.cache in CACHE_METRICS:
+        metrics.add_metric(name=CACHE_METRICS[call.cache], unit=MetricUnit.Count, value=1)
+    if metrics.metric_set:  # nothing to say for a tools/list: no empty EMF line, no warning
+        metrics.flush_metrics()
+
+
+if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+    # On Lambda, the core's own log lines (a cache or store failure, an upstream retry) become
+    # Powertools JSON lines with the request's correlation id, instead of bare text.
+    from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+
+    copy_config_to_registered_loggers(source_logger=logger, include={"progressive_mcp", "lambda_fn"})
+
+ENDPOINT = endpoint_from_environment(os.environ)
 handler: LambdaHandler = make_handler(ENDPOINT)

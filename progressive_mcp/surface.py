@@ -242,7 +242,8 @@ class Surface:
         try:
             result = self.upstream.call(tool, arguments, ctx.api_key)
         finally:
-            record.upstream_ms = (time.perf_counter() - started) * 1000
+            if ctx.api_key or self.catalog.api.auth is None:  # without a key, no request went out
+                record.upstream_ms = (time.perf_counter() - started) * 1000
         now = self._clock()
         return CachedAnswer(result.payload, result.format, now, now + tool.cache_ttl_s, result.size)
 

@@ -478,7 +478,9 @@ def test_emf_for_tools_list(upstream: SampleUpstream, out: Output) -> None:
 
 def test_emf_for_tool_call(upstream: SampleUpstream, out: Output) -> None:
     make_handler(passthrough(upstream))(api_event(quote_call(), query="apikey=k1"), ctx())
-    (emf,) = emf_lines(out.read())
+    emf, by_service = emf_lines(out.read())  # the second line: counts by service alone, for alarms
+    assert dimension_names(by_service) == {"service"}
+    assert metric_names(by_service) == {"UpstreamCalls", "UpstreamErrors", "CacheMisses"}
     assert emf["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "ProgressiveMCP"
     assert {"method", "tool"} <= dimension_names(emf)
     assert emf["method"] == "tools/call" and emf["tool"] == "GLOBAL_QUOTE"
@@ -565,3 +567,18 @@ def test_fixture_events_are_well_formed() -> None:
         if body is not None:
             raw = base64.b64decode(body) if event["isBase64Encoded"] else body.encode()
             assert event["headers"]["content-length"] == str(len(raw)), name
+
+
+def test_on_lambda_the_cores_log_lines_are_powertools_json_with_the_correlation_id() -> None:
+    code = (
+        "import json, logging\n"
+        "from lambda_fn.handler import logger\n"
+        "logger.thread_safe_append_keys(correlation_id='req-42')\n"
+        "logging.getLogger('progressive_mcp.surface').warning('response cache read failed')\n"
+    )
+    env = {**os.environ, "AWS_LAMBDA_FUNCTION_NAME": "progressive-mcp-test", "PMCP_UPSTREAM_URL": "http://127.0.0.1:9"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    [line] = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
+    assert line["message"] == "response cache read failed" and line["level"] == "WARNING"
+    assert line["correlation_id"] == "req-42" and line["service"] == "progressive-mcp"
