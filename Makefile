@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SAMPLE_PORT ?= 8765
 PORT ?= 8000
 
-.PHONY: demo test lint serve conformance synth bench tokens spec-schema clean
+.PHONY: demo test lint serve conformance synth deploy destroy bench tokens spec-schema clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,9 +41,22 @@ tokens: $(STAMP)
 bench: $(STAMP)
 	@$(PY) bench/run.py
 	@$(PY) bench/endpoint.py
+	@$(PY) bench/asset.py
+
+# The CDK app (infra/): `synth` needs no Node and no AWS account; `deploy`/`destroy` use your AWS credentials.
+# Context: make synth CDK_CONTEXT="-c auth_mode=passthrough -c memory_mb=512"; CLI flags: CDK_ARGS="--profile p".
+# The CDK CLI is pinned: aws-cdk 3.x cannot read the cloud assemblies aws-cdk-lib 2.x writes.
+synth: $(STAMP)
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=1 $(PY) -m infra.app $(CDK_CONTEXT)
+
+deploy: $(STAMP)
+	npx --yes aws-cdk@2.1148 deploy $(CDK_CONTEXT) $(CDK_ARGS)
+
+destroy: $(STAMP)
+	npx --yes aws-cdk@2.1148 destroy $(CDK_CONTEXT) $(CDK_ARGS)
 
 spec-schema: $(STAMP)
 	$(VENV)/bin/progressive-mcp spec schema > spec/spec.schema.json
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .cache cdk.out

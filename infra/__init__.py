@@ -1,1 +1,4 @@
-"""CDK app for deploying the endpoint (built in the AWS issue)."""
+"""The CDK app that deploys the endpoint: `stack` (resources), `config` (knobs), `bundling` (the Lambda asset), `app`.
+
+See infra/README.md for the knobs, the decisions and how to deploy.
+"""

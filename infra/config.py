@@ -1,0 +1,231 @@
+"""The stack's operator knobs: one frozen dataclass, validated on creation, readable from CDK context.
+
+Every field is a context key of the same name (`cdk synth -c auth_mode=passthrough -c memory_mb=512`,
+`make synth CDK_CONTEXT="-c cache=off"`); `cdk.json` holds the defaults. Values from the command line arrive
+as strings and are converted here; an impossible value or combination raises ValueError naming the key.
+
+Example::
+
+    config = StackConfig(auth_mode="passthrough", endpoint="function-url", reserved_concurrency=5)
+    config = StackConfig.from_context(app.node)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+AUTH_MODES = ("passthrough", "server-key")
+SURFACE_MODES = ("progressive", "direct", "hybrid")
+ENDPOINTS = ("http-api", "function-url")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+PYTHON_RUNTIMES = ("3.12", "3.13", "3.14")
+# CloudWatch Logs accepts only these retention periods.
+LOG_RETENTION_DAYS: tuple[int, ...] = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096)
+LOG_RETENTION_DAYS += (1827, 2192, 2557, 2922, 3288, 3653)
+HTTP_API_MAX_TIMEOUT_S = 30  # API Gateway HTTP APIs end an integration after 30 s, whatever the function's timeout
+UPSTREAM_TIMEOUT_MARGIN_S = 5  # left to the function after an upstream timeout: error result, logs, metrics
+DEFAULT_UPSTREAM_TIMEOUT_S = 20
+SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
+EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
+_OUR_KEY = re.compile(r"^[a-z][a-z0-9_]*$")  # CDK's own context keys contain ':', '@' or '-'
+
+
+class ContextNode(Protocol):
+    def get_all_context(self, defaults: Mapping[str, Any] | None = None) -> Any: ...
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """Every knob an operator may turn, with its default; the same names are CDK context keys."""
+
+    stack_name: str = "ProgressiveMcp"
+    # What the endpoint serves and who may call it.
+    auth_mode: str = "server-key"  # server-key: the stack holds the upstream key, callers present bearer tokens
+    mode: str = "progressive"  # the default tool surface (callers may still pick one per URL with ?mode=)
+    categories: tuple[str, ...] = ()  # expose only these spec categories (default: all)
+    allowed_origins: tuple[str, ...] = ()  # browser origins allowed to call (default: none, i.e. non-browser clients)
+    spec: str = "spec/alphavantage.yaml"  # relative to the repository root; shipped compiled to JSON
+    max_result_tokens: int | None = None  # larger tool answers become a preview (default: the server's 8000)
+    # The function.
+    # 3.13, not the newest (3.14): the asset then ships bytecode compiled by a local 3.13 interpreter when one is
+    # found, and the handler's cold import drops from ~680 ms to ~440 ms (bench/asset.py). Lambda cannot write
+    # .pyc files, so without bytecode every cold start compiles every module again. cdk-nag L1 is acknowledged.
+    python_runtime: str = "3.13"
+    # CPU is proportional to memory (1769 MB = 1 vCPU). The init phase (~0.4 CPU-s here) and the tokenizer's first
+    # load (~0.55 CPU-s, RSS to ~140 MB) are CPU-bound: 1024 halves those waits against 512 at the same cost for
+    # CPU work (twice the rate for half the time); time spent waiting on the upstream costs twice as much.
+    memory_mb: int = 1024
+    timeout_s: int = 30
+    upstream_timeout_s: float | None = None  # default: min(20, timeout_s - 5)
+    reserved_concurrency: int | None = None  # the throttle for endpoint=function-url (caps concurrent instances)
+    log_level: str = "INFO"
+    log_retention_days: int = 30
+    # The endpoint in front of it.
+    endpoint: str = "http-api"  # http-api (API Gateway HTTP API, throttled per stage) or function-url
+    throttle_rate: float = 10  # HTTP API requests per second, steady state
+    throttle_burst: int = 20  # HTTP API requests above the rate, briefly
+    # State.
+    cache: bool = True  # a DynamoDB table of upstream answers, shared by all instances
+    results_expiry_days: int = 1  # large results offloaded to S3 are deleted after this
+    result_url_ttl_s: int = 900  # lifetime of the presigned URL that points at an offloaded result
+    secret_cache_s: int = 300  # how long an instance keeps a secret value before reading it again
+    upstream_key_secret_arn: str | None = None  # an existing secret with the upstream key (default: create one)
+    # Alarms.
+    alarm_email: str | None = None  # subscribe this address to every alarm (default: alarms without actions)
+    upstream_error_rate_threshold: float = 0.25  # share of upstream calls failing in 5 minutes that alarms
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def effective_upstream_timeout_s(self) -> float:
+        if self.upstream_timeout_s is not None:
+            return self.upstream_timeout_s
+        return float(min(DEFAULT_UPSTREAM_TIMEOUT_S, self.timeout_s - UPSTREAM_TIMEOUT_MARGIN_S))
+
+    @property
+    def server_key(self) -> bool:
+        return self.auth_mode == "server-key"
+
+    def validate(self) -> None:
+        """Raise ValueError for a value out of range or a combination that cannot work."""
+        _choice("auth_mode", self.auth_mode, AUTH_MODES)
+        _choice("mode", self.mode, SURFACE_MODES)
+        _choice("endpoint", self.endpoint, ENDPOINTS)
+        _choice("log_level", self.log_level, LOG_LEVELS)
+        _choice("python_runtime", self.python_runtime, PYTHON_RUNTIMES)
+        _choice("log_retention_days", self.log_retention_days, LOG_RETENTION_DAYS)
+        if not STACK_NAME.match(self.stack_name):
+            raise ValueError(
+                f"stack_name must be letters, digits and hyphens, starting with a letter: {self.stack_name!r}"
+            )
+        _between("memory_mb", self.memory_mb, 128, 10240)
+        _between("timeout_s", self.timeout_s, UPSTREAM_TIMEOUT_MARGIN_S + 1, 900)
+        if self.endpoint == "http-api" and self.timeout_s > HTTP_API_MAX_TIMEOUT_S:
+            raise ValueError(
+                f"timeout_s={self.timeout_s}: with endpoint=http-api at most {HTTP_API_MAX_TIMEOUT_S} "
+                "(API Gateway answers 503 after 30 s); use endpoint=function-url for longer calls"
+            )
+        upstream = self.effective_upstream_timeout_s
+        if not 0 < upstream <= self.timeout_s - UPSTREAM_TIMEOUT_MARGIN_S:
+            raise ValueError(
+                f"upstream_timeout_s={upstream:g} must be positive and at most timeout_s - {UPSTREAM_TIMEOUT_MARGIN_S}"
+                f" ({self.timeout_s - UPSTREAM_TIMEOUT_MARGIN_S}), so the function can still answer after a timeout"
+            )
+        if self.throttle_rate <= 0:
+            raise ValueError(f"throttle_rate must be positive, not {self.throttle_rate}")
+        _between("throttle_burst", self.throttle_burst, 0, 5000)
+        if self.reserved_concurrency is not None:
+            _between("reserved_concurrency", self.reserved_concurrency, 1, 1000)
+        _between("results_expiry_days", self.results_expiry_days, 1, 3650)
+        # A presigned URL dies with the credentials that signed it; Lambda's role credentials last hours, not days.
+        _between("result_url_ttl_s", self.result_url_ttl_s, 60, 43200)
+        _between("secret_cache_s", self.secret_cache_s, 0, 86400)
+        if self.max_result_tokens is not None:
+            _between("max_result_tokens", self.max_result_tokens, 500, 1_000_000)
+        if not 0 < self.upstream_error_rate_threshold <= 1:
+            raise ValueError(
+                f"upstream_error_rate_threshold must be in (0, 1], not {self.upstream_error_rate_threshold}"
+            )
+        if self.upstream_key_secret_arn is not None:
+            if not self.server_key:
+                raise ValueError("upstream_key_secret_arn is only used with auth_mode=server-key")
+            if not SECRET_ARN.match(self.upstream_key_secret_arn):
+                raise ValueError(
+                    f"upstream_key_secret_arn is not a Secrets Manager ARN: {self.upstream_key_secret_arn!r}"
+                )
+        if self.alarm_email is not None and not EMAIL.match(self.alarm_email):
+            raise ValueError(f"alarm_email is not an email address: {self.alarm_email!r}")
+        for origin in self.allowed_origins:
+            if origin != "*" and not re.match(r"^https?://[^/\s]+$", origin):
+                raise ValueError(f"allowed_origins: {origin!r} is not '*' or an origin like https://app.example.com")
+        for category in self.categories:
+            if not re.match(r"^[A-Za-z0-9_-]+$", category):
+                raise ValueError(f"categories: {category!r} is not a category name")
+        if Path(self.spec).suffix not in (".yaml", ".yml", ".json"):
+            raise ValueError(f"spec must be a .yaml, .yml or .json file, not {self.spec!r}")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> StackConfig:
+        """A config from context-like values: strings (from `-c key=value`) or JSON values (from cdk.json).
+
+        An unset, null or empty value keeps the default. A key that looks like one of ours but is not (a typo)
+        is an error; CDK's own keys (feature flags, `aws:cdk:...`) are ignored.
+        """
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(key for key in values if _OUR_KEY.match(key) and key not in fields)
+        if unknown:
+            raise ValueError(f"unknown context key(s) {', '.join(unknown)}; known: {', '.join(sorted(fields))}")
+        hints = typing.get_type_hints(cls)
+        kwargs: dict[str, Any] = {}
+        for name in fields:
+            raw = values.get(name)
+            if raw is None or raw == "" or raw == []:
+                continue
+            kwargs[name] = _convert(name, raw, hints[name])
+        return cls(**kwargs)
+
+    @classmethod
+    def from_context(cls, node: ContextNode) -> StackConfig:
+        return cls.from_mapping(dict(node.get_all_context()))
+
+    def to_context(self) -> dict[str, Any]:
+        """JSON-ready values (cdk.json's "context" holds `StackConfig().to_context()`, less the None ones)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = ",".join(value) if isinstance(value, tuple) else value
+        return out
+
+
+def _convert(name: str, raw: Any, hint: Any) -> Any:
+    """`raw` as the field's type: int, float, bool, str, tuple[str, ...], or Optional of one of them."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    try:
+        if hint is bool:
+            return _switch(raw)
+        if hint is int:
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise ValueError
+            return int(str(raw).strip()) if isinstance(raw, str) else int(raw)
+        if hint is float:
+            if isinstance(raw, bool):
+                raise ValueError
+            return float(raw)
+        if typing.get_origin(hint) is tuple:
+            items = raw if isinstance(raw, list) else str(raw).split(",")
+            return tuple(item.strip() for item in map(str, items) if item.strip())
+        return str(raw).strip()
+    except ValueError:
+        kind = getattr(hint, "__name__", str(hint))
+        raise ValueError(f"context key {name}: {raw!r} is not a valid {kind}") from None
+
+
+def _switch(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    word = str(raw).strip().lower()
+    if word in ("on", "true", "1", "yes"):
+        return True
+    if word in ("off", "false", "0", "no"):
+        return False
+    raise ValueError
+
+
+def _choice(name: str, value: Any, allowed: tuple[Any, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(str, allowed))}, not {value!r}")
+
+
+def _between(name: str, value: float, low: float, high: float) -> None:
+    if isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{name} must be between {low} and {high}, not {value!r}")

@@ -1,0 +1,558 @@
+"""The deployment: one stack with the Lambda function, its HTTPS front door, secrets, cache, result bucket, alarms.
+
+Read top to bottom: function (code, role, logs, environment) → endpoint (HTTP API or Function URL) → secrets
+(server-key mode) → response cache table → result bucket → alarms → outputs. Every knob is a `StackConfig`
+field (see infra/config.py); permissions are grants on single resources, never wildcard actions. The cdk-nag
+AwsSolutions findings that remain are acknowledged where they arise, each with its reason, and collected in
+`ProgressiveMcpStack.acknowledgements`.
+
+Example::
+
+    app = App()
+    ProgressiveMcpStack(app, StackConfig(auth_mode="passthrough"), root=Path("."))
+    app.synth()
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsii
+from aws_cdk import (
+    Acknowledgment,
+    Annotations,
+    AssetHashType,
+    BundlingOptions,
+    CfnOutput,
+    DockerImage,
+    Duration,
+    Fn,
+    RemovalPolicy,
+    SecretValue,
+    Stack,
+    Validations,
+)
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from constructs import Construct, IConstruct
+
+from infra.bundling import TASK_ROOT, AssetInputs, BundleTarget, local_bundler
+from infra.config import StackConfig
+
+SERVICE = "progressive-mcp"
+METRICS_NAMESPACE = "ProgressiveMCP"  # the handler's EMF namespace (lambda_fn.handler.NAMESPACE)
+HANDLER = "lambda_fn.handler.handler"
+MCP_PATH = "/mcp"
+# The secret starts with this value; the operator replaces it. The function treats a value starting with
+# REPLACE_ME as unset (lambda_fn.aws.SECRET_PLACEHOLDER). Never change the string: CloudFormation would then
+# write it again over the real key on the next deployment.
+UPSTREAM_KEY_PLACEHOLDER = (
+    "REPLACE_ME: aws secretsmanager put-secret-value --secret-id <this secret> --secret-string <key>"
+)
+RESULTS_PREFIX = "results/"  # where the function writes offloaded results (lambda_fn.aws.RESULTS_PREFIX)
+ENDPOINT_TOKEN_LENGTH = 48
+ALARM_PERIOD = Duration.minutes(5)
+RUNTIMES = {
+    "3.12": lambda_.Runtime.PYTHON_3_12,
+    "3.13": lambda_.Runtime.PYTHON_3_13,
+    "3.14": lambda_.Runtime.PYTHON_3_14,
+}
+LATEST_RUNTIME = "3.14"  # what cdk-nag's AwsSolutions-L1 asks for with aws-cdk-lib 2.275
+RETENTION = {
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    120: logs.RetentionDays.FOUR_MONTHS,
+    150: logs.RetentionDays.FIVE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS,
+    545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS,
+    1096: logs.RetentionDays.THREE_YEARS,
+    1827: logs.RetentionDays.FIVE_YEARS,
+    2192: logs.RetentionDays.SIX_YEARS,
+    2557: logs.RetentionDays.SEVEN_YEARS,
+    2922: logs.RetentionDays.EIGHT_YEARS,
+    3288: logs.RetentionDays.NINE_YEARS,
+    3653: logs.RetentionDays.TEN_YEARS,
+}
+# API Gateway access log fields: who, what, how it went. Never the query string or headers: they carry API keys
+# (?apikey=, X-API-Key, Authorization).
+ACCESS_LOG_FIELDS = {
+    "requestId": "$context.requestId",
+    "ip": "$context.identity.sourceIp",
+    "requestTime": "$context.requestTime",
+    "method": "$context.httpMethod",
+    "path": "$context.path",
+    "routeKey": "$context.routeKey",
+    "protocol": "$context.protocol",
+    "status": "$context.status",
+    "responseLength": "$context.responseLength",
+    "latencyMs": "$context.responseLatency",
+    "integrationLatencyMs": "$context.integrationLatency",
+    "integrationStatus": "$context.integrationStatus",
+    "integrationError": "$context.integrationErrorMessage",
+    "error": "$context.error.message",
+}
+
+
+@dataclass(frozen=True)
+class Acknowledged:
+    """One acknowledged cdk-nag finding: where, which rule (and finding), why."""
+
+    path: str
+    rule: str
+    reason: str
+
+
+@jsii.implements(apigwv2.IAccessLogSettings)
+class _AccessLogSettings:
+    """apigatewayv2's access log settings are an interface with no implementing class."""
+
+    def __init__(self, log_group: logs.ILogGroup) -> None:
+        self._destination = apigwv2.LogGroupLogDestination(log_group)
+        self._format = apigw.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS, separators=(",", ":")))
+
+    @property
+    def destination(self) -> apigwv2.IAccessLogDestination:
+        return self._destination
+
+    @property
+    def format(self) -> apigw.AccessLogFormat:
+        return self._format
+
+
+class ProgressiveMcpStack(Stack):
+    """The MCP endpoint on Lambda (arm64, Python 3.13 by default) behind an HTTP API or a Function URL."""
+
+    def __init__(
+        self, scope: Construct, config: StackConfig, *, root: Path, asset_inputs: AssetInputs | None = None
+    ) -> None:
+        super().__init__(
+            scope,
+            config.stack_name,
+            description="progressive-mcp: a progressive-discovery MCP server for the Alpha Vantage API",
+        )
+        self.config = config
+        self.acknowledgements: list[Acknowledged] = []
+        self.asset_inputs = (
+            asset_inputs
+            or AssetInputs(root=root, spec=Path(config.spec), target=BundleTarget.lambda_arm64(config.python_runtime))
+        ).resolve()
+        if not self.asset_inputs.spec.is_file():
+            raise ValueError(f"spec: no such file {self.asset_inputs.spec}")
+
+        self.function = self._function()
+        self.endpoint_url = self._http_api() if config.endpoint == "http-api" else self._function_url()
+        if config.server_key:
+            self._secrets()
+        if config.cache:
+            self._response_cache()
+        else:
+            self.function.add_environment("PMCP_CACHE", "off")
+        self._results_bucket()
+        self._alarms()
+        CfnOutput(self, "EndpointUrl", value=self.endpoint_url, description="The MCP endpoint (Streamable HTTP)")
+
+    # --- the function -------------------------------------------------------------------------------------
+
+    def _function(self) -> lambda_.Function:
+        config = self.config
+        self.function_log_group = logs.LogGroup(
+            self, "FunctionLogGroup", retention=RETENTION[config.log_retention_days]
+        )
+        # An explicit role instead of the default one with AWSLambdaBasicExecutionRole (logs:* on every log group).
+        self.role = iam.Role(
+            self,
+            "FunctionRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="progressive-mcp function: its own log group, secrets, cache table and result bucket only",
+        )
+        self.function_log_group.grant_write(self.role)
+
+        inputs = self.asset_inputs
+        environment = {
+            "PMCP_SPEC": f"{TASK_ROOT}/spec/{inputs.spec_json_name}",
+            "PMCP_MODE": config.mode,
+            "PMCP_AUTH_MODE": config.auth_mode,
+            "PMCP_UPSTREAM_TIMEOUT_S": f"{config.effective_upstream_timeout_s:g}",
+            "POWERTOOLS_SERVICE_NAME": SERVICE,
+            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            "POWERTOOLS_LOG_LEVEL": config.log_level,
+        }
+        if config.categories:
+            environment["PMCP_CATEGORIES"] = ",".join(config.categories)
+        if config.allowed_origins:
+            environment["PMCP_ALLOWED_ORIGINS"] = ",".join(config.allowed_origins)
+        if config.max_result_tokens is not None:
+            environment["PMCP_MAX_RESULT_TOKENS"] = str(config.max_result_tokens)
+
+        function = lambda_.Function(
+            self,
+            "Function",
+            description=f"progressive-mcp MCP endpoint ({config.mode} surface, {config.auth_mode} auth)",
+            runtime=RUNTIMES[config.python_runtime],
+            architecture=lambda_.Architecture.ARM_64,
+            handler=HANDLER,
+            code=lambda_.Code.from_asset(
+                # The asset is built from the whole repository by the bundler and identified by a hash of exactly
+                # its inputs; this small directory only satisfies from_asset and is never fingerprinted.
+                str(inputs.root / "lambda_fn"),
+                asset_hash=inputs.fingerprint(),
+                asset_hash_type=AssetHashType.CUSTOM,
+                bundling=BundlingOptions(
+                    image=DockerImage.from_registry("local-bundling-only"),  # never pulled: local bundling succeeds
+                    local=local_bundler(inputs),
+                ),
+            ),
+            memory_size=config.memory_mb,
+            timeout=Duration.seconds(config.timeout_s),
+            reserved_concurrent_executions=config.reserved_concurrency,
+            role=self.role,
+            log_group=self.function_log_group,
+            environment=environment,
+        )
+        if config.python_runtime != LATEST_RUNTIME:
+            self._acknowledge(
+                function,
+                "AwsSolutions-L1",
+                f"python_runtime={config.python_runtime} (the default is 3.13) so that the asset ships bytecode "
+                "compiled by a local interpreter of that version: Lambda cannot write .pyc files, so without it "
+                "every cold start compiles every module (cold import ~680 ms against ~440 ms, bench/asset.py). "
+                "The runtime is supported by AWS; move to 3.14 once the build machine has a 3.14 interpreter.",
+            )
+        if config.endpoint == "function-url" and config.reserved_concurrency is None:
+            Annotations.of(function).add_warning_v2(
+                "progressive-mcp:unthrottled",
+                "endpoint=function-url without reserved_concurrency: nothing limits how many instances callers "
+                "can start (set -c reserved_concurrency=N)",
+            )
+        CfnOutput(self, "FunctionName", value=function.function_name)
+        CfnOutput(self, "FunctionLogGroupName", value=self.function_log_group.log_group_name)
+        return function
+
+    # --- the endpoint -------------------------------------------------------------------------------------
+
+    def _http_api(self) -> str:
+        config = self.config
+        self.access_log_group = logs.LogGroup(self, "AccessLogGroup", retention=RETENTION[config.log_retention_days])
+        self.http_api = apigwv2.HttpApi(
+            self,
+            "HttpApi",
+            api_name=config.stack_name,
+            description="progressive-mcp: MCP Streamable HTTP at /mcp",
+            create_default_stage=False,  # the stage below carries throttling and access logs
+        )
+        self.stage = apigwv2.HttpStage(
+            self,
+            "DefaultStage",
+            http_api=self.http_api,
+            stage_name="$default",
+            auto_deploy=True,
+            throttle=apigwv2.ThrottleSettings(rate_limit=config.throttle_rate, burst_limit=config.throttle_burst),
+            access_log_settings=_AccessLogSettings(self.access_log_group),
+        )
+        routes = self.http_api.add_routes(
+            path=MCP_PATH,
+            # The handler answers all four: POST carries MCP; GET/DELETE get 405 with Allow: POST; OPTIONS is the
+            # CORS preflight, which the handler answers from PMCP_ALLOWED_ORIGINS (so no CORS config here).
+            methods=[
+                apigwv2.HttpMethod.POST,
+                apigwv2.HttpMethod.GET,
+                apigwv2.HttpMethod.DELETE,
+                apigwv2.HttpMethod.OPTIONS,
+            ],
+            integration=integrations.HttpLambdaIntegration(
+                "FunctionIntegration",
+                self.function,
+                payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
+            ),
+        )
+        for route in routes:
+            self._acknowledge(
+                route,
+                "AwsSolutions-APIG4",
+                "MCP clients authenticate with a bearer token or their own upstream key, which the function checks "
+                "(server-key: endpoint tokens compared in constant time, 401 otherwise; passthrough: each caller's "
+                "own Alpha Vantage key); MCP clients cannot sign requests with SigV4 or run a Cognito flow.",
+            )
+        CfnOutput(self, "AccessLogGroupName", value=self.access_log_group.log_group_name)
+        return f"{self.http_api.api_endpoint}{MCP_PATH}"
+
+    def _function_url(self) -> str:
+        # AuthType NONE: the function authenticates every request itself (bearer tokens in server-key mode, the
+        # caller's own upstream key in passthrough mode); reserved_concurrency is the throttle.
+        self.function_url = self.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
+        return Fn.join("", [self.function_url.url, MCP_PATH.lstrip("/")])
+
+    # --- secrets (server-key mode) ------------------------------------------------------------------------
+
+    def _secrets(self) -> None:
+        config = self.config
+        arn = config.upstream_key_secret_arn
+        if arn:
+            # A complete ARN ends with the 6 characters Secrets Manager appends to the name; a partial one does not,
+            # and its grant then covers `<arn>-??????`.
+            complete = re.search(r"-[A-Za-z0-9]{6}$", arn) is not None
+            importer = (
+                secretsmanager.Secret.from_secret_complete_arn
+                if complete
+                else secretsmanager.Secret.from_secret_partial_arn
+            )
+            upstream_key: secretsmanager.ISecret = importer(self, "UpstreamApiKeySecret", arn)
+        else:
+            created = secretsmanager.Secret(
+                self,
+                "UpstreamApiKeySecret",
+                description="progressive-mcp: the Alpha Vantage API key the endpoint calls with (replace the value)",
+                secret_string_value=SecretValue.unsafe_plain_text(UPSTREAM_KEY_PLACEHOLDER),
+            )
+            self._acknowledge(
+                created,
+                "AwsSolutions-SMG4",
+                "An Alpha Vantage key is issued by Alpha Vantage and cannot be rotated by a Lambda function; the "
+                "operator replaces it with put-secret-value, and instances pick it up within secret_cache_s.",
+            )
+            upstream_key = created
+        tokens = secretsmanager.Secret(
+            self,
+            "EndpointTokensSecret",
+            description="progressive-mcp: bearer tokens callers present (comma-separated, to rotate with overlap)",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                exclude_punctuation=True, password_length=ENDPOINT_TOKEN_LENGTH
+            ),
+        )
+        self._acknowledge(
+            tokens,
+            "AwsSolutions-SMG4",
+            "Endpoint tokens are held by MCP clients, so an automatic rotation would lock them out; operators "
+            "rotate by adding a new token next to the old one (the value is a comma-separated list), moving "
+            "clients, then removing the old token.",
+        )
+        upstream_key.grant_read(self.role)
+        tokens.grant_read(self.role)
+        self.function.add_environment("PMCP_UPSTREAM_KEY_SECRET", upstream_key.secret_arn)
+        self.function.add_environment("PMCP_ENDPOINT_TOKENS_SECRET", tokens.secret_arn)
+        self.function.add_environment("PMCP_SECRET_CACHE_S", str(config.secret_cache_s))
+        self.upstream_key_secret, self.endpoint_tokens_secret = upstream_key, tokens
+        CfnOutput(self, "UpstreamApiKeySecretArn", value=upstream_key.secret_arn)
+        CfnOutput(self, "EndpointTokensSecretArn", value=tokens.secret_arn)
+        CfnOutput(
+            self,
+            "SetUpstreamKeyCommand",
+            description="Store the Alpha Vantage key the endpoint uses (read from $ALPHAVANTAGE_API_KEY)",
+            value=Fn.join(
+                "",
+                [
+                    "aws secretsmanager put-secret-value --secret-id ",
+                    upstream_key.secret_arn,
+                    ' --secret-string "$ALPHAVANTAGE_API_KEY"',
+                ],
+            ),
+        )
+        CfnOutput(
+            self,
+            "GetEndpointTokenCommand",
+            description="Print the bearer token MCP clients send as Authorization: Bearer <token>",
+            value=Fn.join(
+                "",
+                [
+                    "aws secretsmanager get-secret-value --secret-id ",
+                    tokens.secret_arn,
+                    " --query SecretString --output text",
+                ],
+            ),
+        )
+
+    # --- state --------------------------------------------------------------------------------------------
+
+    def _response_cache(self) -> None:
+        self.cache_table = dynamodb.Table(
+            self,
+            "ResponseCacheTable",
+            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            time_to_live_attribute="expires_at",
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            # A cache: everything in it can be fetched again from the upstream, so deleting it with the stack
+            # loses nothing, and keeping it would only leave an orphan table behind.
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.cache_table.grant(self.role, "dynamodb:GetItem", "dynamodb:PutItem")
+        self.function.add_environment("PMCP_CACHE_TABLE", self.cache_table.table_name)
+        CfnOutput(self, "CacheTableName", value=self.cache_table.table_name)
+
+    def _results_bucket(self) -> None:
+        config = self.config
+        self.results_bucket = s3.Bucket(
+            self,
+            "ResultsBucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-results",
+                    expiration=Duration.days(config.results_expiry_days),
+                    abort_incomplete_multipart_upload_after=Duration.days(1),
+                )
+            ],
+            # Kept when the stack is deleted (CloudFormation cannot delete a bucket with objects in it, and
+            # auto-deleting them needs a custom-resource Lambda); the lifecycle rule empties it within
+            # results_expiry_days, after which `aws s3 rb` removes it.
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        self._acknowledge(
+            self.results_bucket,
+            "AwsSolutions-S1",
+            "The bucket holds only short-lived copies of large tool results, written by the function and read "
+            "through presigned URLs it issues in answer to requests it logs (request id, tool); a log bucket would "
+            "add a second bucket and its cost without a trail those logs lack (CloudTrail data events can be "
+            "enabled if object-level auditing is required).",
+        )
+        # PutObject to offload a result, GetObject because presigned GET URLs act with the signer's permissions.
+        iam.Grant.add_to_principal(
+            grantee=self.role,
+            actions=["s3:PutObject", "s3:GetObject"],
+            resource_arns=[self.results_bucket.arn_for_objects(f"{RESULTS_PREFIX}*")],
+        )
+        self._acknowledge(
+            self.role,
+            f"AwsSolutions-IAM5[Resource::<{self._logical_id(self.results_bucket)}.Arn>/{RESULTS_PREFIX}*]",
+            "Each offloaded result is a new object with a generated name, so the permission must cover the "
+            f"{RESULTS_PREFIX} prefix of this one bucket; it allows only s3:PutObject and s3:GetObject there.",
+        )
+        self.function.add_environment("PMCP_RESULTS_BUCKET", self.results_bucket.bucket_name)
+        self.function.add_environment("PMCP_RESULT_URL_TTL_S", str(config.result_url_ttl_s))
+        CfnOutput(self, "ResultsBucketName", value=self.results_bucket.bucket_name)
+
+    # --- alarms -------------------------------------------------------------------------------------------
+
+    def _alarms(self) -> None:
+        config = self.config
+        if config.endpoint == "http-api":
+            server_errors = self.http_api.metric_server_error(period=ALARM_PERIOD, statistic="Sum")
+        else:
+            server_errors = self.function.metric("Url5xxCount", period=ALARM_PERIOD, statistic="Sum")
+        alarms = [
+            self._any_alarm(
+                "FunctionErrorsAlarm",
+                "The function failed (an unhandled exception or a timeout) in the last 5 minutes.",
+                self.function.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
+            ),
+            self._any_alarm(
+                "FunctionThrottlesAlarm",
+                "Lambda refused invocations (concurrency limit) in the last 5 minutes.",
+                self.function.metric_throttles(period=ALARM_PERIOD, statistic="Sum"),
+            ),
+            self._any_alarm(
+                "Endpoint5xxAlarm",
+                "The endpoint answered 5xx (function errors, timeouts, throttling) in the last 5 minutes.",
+                server_errors,
+            ),
+            cloudwatch.Alarm(
+                self,
+                "UpstreamErrorRateAlarm",
+                alarm_description=(
+                    f"More than {config.upstream_error_rate_threshold:.0%} of upstream calls failed in 5 minutes "
+                    "(the upstream API is down, rate-limiting, or rejecting the key)."
+                ),
+                # IF guards the division: no calls (or no data) is no error rate, not a division by zero.
+                metric=cloudwatch.MathExpression(
+                    expression="IF(calls > 0, FILL(errors, 0) / calls, 0)",
+                    using_metrics={
+                        "errors": _service_metric("UpstreamErrors"),
+                        "calls": _service_metric("UpstreamCalls"),
+                    },
+                    label="Upstream error rate",
+                    period=ALARM_PERIOD,
+                ),
+                threshold=config.upstream_error_rate_threshold,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            ),
+        ]
+        self.alarms = alarms
+        if config.alarm_email:
+            topic = self._alarm_topic(config.alarm_email)
+            for alarm in alarms:
+                alarm.add_alarm_action(cloudwatch_actions.SnsAction(topic))
+
+    def _alarm_topic(self, email: str) -> sns.Topic:
+        # A customer managed key, not alias/aws/sns: CloudWatch alarms cannot publish to a topic encrypted with
+        # the AWS managed key, whose key policy cannot grant cloudwatch.amazonaws.com.
+        key = kms.Key(
+            self,
+            "AlarmTopicKey",
+            description="progressive-mcp: encrypts the alarm topic",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.DESTROY,
+            pending_window=Duration.days(7),
+        )
+        key.grant(iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey")
+        self.alarm_topic = sns.Topic(
+            self, "AlarmTopic", display_name="progressive-mcp alarms", master_key=key, enforce_ssl=True
+        )
+        self.alarm_topic.add_subscription(subscriptions.EmailSubscription(email))
+        CfnOutput(self, "AlarmTopicArn", value=self.alarm_topic.topic_arn)
+        return self.alarm_topic
+
+    # --- helpers ------------------------------------------------------------------------------------------
+
+    def _any_alarm(self, construct_id: str, description: str, metric: cloudwatch.IMetric) -> cloudwatch.Alarm:
+        """An alarm on a count: one or more in a period is an alarm, no data is not."""
+        return cloudwatch.Alarm(
+            self,
+            construct_id,
+            alarm_description=description,
+            metric=metric,
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+
+    def _acknowledge(self, construct: IConstruct, rule: str, reason: str) -> None:
+        Validations.of(construct).acknowledge(Acknowledgment(id=rule, reason=reason))
+        self.acknowledgements.append(Acknowledged(construct.node.path, rule, reason))
+
+    def _logical_id(self, construct: Any) -> str:
+        return self.get_logical_id(construct.node.default_child)
+
+
+def _service_metric(name: str) -> cloudwatch.Metric:
+    """One of the handler's EMF counts by service alone (lambda_fn.handler emits UpstreamCalls/UpstreamErrors so)."""
+    return cloudwatch.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": SERVICE},
+        statistic="Sum",
+        period=ALARM_PERIOD,
+    )

@@ -1,0 +1,226 @@
+"""The Lambda asset the bundler builds (infra/bundling.py): what it holds, and that the handler runs from it alone.
+
+A host-platform asset (this machine, this Python, no --platform) is copied into a temporary directory and the
+handler is imported and invoked from it in a clean interpreter (`-I -S`: no site-packages, no PYTHONPATH), so
+anything the asset lacks fails the import. The real asset (Lambda aarch64, the runtime's Python) is checked for
+what it must and must not contain. Both come from the bundler's cache when their inputs are unchanged.
+
+Run with: .venv/bin/python -m pytest tests/test_bundle.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra import bundling
+from infra.bundling import (
+    ASSET_INFO,
+    LOCAL_ONLY_FILES,
+    AssetInputs,
+    BundleError,
+    BundleTarget,
+    asset_files,
+    copy_tree,
+    ensure_built,
+    find_bytecode_python,
+    runtime_requirements,
+)
+from infra.config import StackConfig
+from progressive_mcp.metatools import META_TOOL_NAMES
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "spec" / "alphavantage.yaml"
+EVENT = ROOT / "tests" / "fixtures" / "events" / "apigw_http_v2.json"
+# Top-level entries that must never ship: the SDK's server stack, the runtime's boto3, CDK, test tools.
+FORBIDDEN: tuple[str, ...] = (
+    "mcp",
+    "boto3",
+    "botocore",
+    "s3transfer",
+    "aws_cdk",
+    "cdk_nag",
+    "jsii",
+    "constructs",
+    "pytest",
+)
+FORBIDDEN += ("_pytest", "moto")
+AARCH64 = 0xB7  # ELF e_machine of AArch64
+X86_64 = 0x3E
+
+INVOKE = """
+import json, os, sys
+sys.path.insert(0, os.environ["ASSET"])
+import lambda_fn.handler as h
+event = json.load(open(os.environ["EVENT"]))
+result = h.handler(event, None)
+try:
+    import boto3
+    boto3_importable = True
+except ImportError:
+    boto3_importable = False
+print(json.dumps({"result": result, "boto3": boto3_importable, "handler_file": h.__file__}))
+"""
+
+
+@pytest.fixture(scope="module")
+def host_asset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    built = ensure_built(AssetInputs(root=ROOT, spec=SPEC, target=BundleTarget.host()))
+    asset = tmp_path_factory.mktemp("host-asset")
+    copy_tree(built, asset)
+    return asset
+
+
+@pytest.fixture(scope="module")
+def lambda_asset() -> Path:
+    """The asset `cdk synth` ships with the default config (Lambda arm64, the configured Python)."""
+    target = BundleTarget.lambda_arm64(StackConfig().python_runtime)
+    return ensure_built(AssetInputs(root=ROOT, spec=SPEC, target=target))
+
+
+def _top_level(asset: Path) -> set[str]:
+    return {path.name for path in asset.iterdir()}
+
+
+def _elf_machine(path: Path) -> int:
+    header = path.read_bytes()[:20]
+    assert header[:4] == b"\x7fELF", path
+    return int.from_bytes(header[18:20], "little")
+
+
+def test_handler_answers_tools_list_from_the_asset_alone(host_asset: Path) -> None:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "ASSET": str(host_asset),
+        "EVENT": str(EVENT),
+        "PMCP_SPEC": str(host_asset / "spec" / "alphavantage.json"),
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+    }
+    completed = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", INVOKE], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert completed.returncode == 0, completed.stderr
+    answer = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert answer["handler_file"].startswith(str(host_asset))
+    result = answer["result"]
+    assert result["statusCode"] == 200
+    tools = json.loads(result["body"])["result"]["tools"]
+    assert [tool["name"] for tool in tools] == list(META_TOOL_NAMES)
+    assert len(tools) == 4
+    # Without AWS settings the handler never needs boto3, and the asset does not carry it.
+    assert answer["boto3"] is False
+
+
+def test_asset_holds_the_handler_code_and_runtime_dependencies_only(host_asset: Path) -> None:
+    top = _top_level(host_asset)
+    for forbidden in FORBIDDEN:
+        assert forbidden not in top, forbidden
+    assert not [name for name in top if name.lower().startswith(("boto3-", "botocore-", "mcp-2", "aws_cdk"))]
+    for wanted in ("progressive_mcp", "lambda_fn", "mcp_types", "pydantic", "pydantic_core", "aws_lambda_powertools"):
+        assert wanted in top, wanted
+    assert [name for name in top if name.startswith("mcp_types-") and name.endswith(".dist-info")]  # kept
+    for local_only in LOCAL_ONLY_FILES:
+        assert not (host_asset / local_only).exists(), local_only
+    assert not (host_asset / "bin").exists()
+    assert not list(host_asset.rglob("tests"))
+    assert json.loads((host_asset / "spec" / "alphavantage.json").read_text())["tools"]
+
+
+def test_host_asset_has_bytecode_of_this_python_only(host_asset: Path) -> None:
+    assert json.loads((host_asset / ASSET_INFO).read_text())["bytecode"] is True
+    tag = sys.implementation.cache_tag
+    pycs = [path for path in asset_files(host_asset) if path.suffix == ".pyc"]
+    assert (host_asset / "lambda_fn" / "__pycache__" / f"handler.{tag}.pyc").is_file()
+    assert pycs and all(f".{tag}." in path.name for path in pycs)
+
+
+def test_lambda_asset_is_aarch64_for_the_runtime_python(lambda_asset: Path) -> None:
+    info = json.loads((lambda_asset / ASSET_INFO).read_text())
+    version = StackConfig().python_runtime
+    assert info["python_version"] == version
+    shared = [path for path in asset_files(lambda_asset) if ".so" in path.suffixes]
+    assert shared
+    assert {_elf_machine(path) for path in shared} == {AARCH64}
+    cpython_tag = f"cpython-{version.replace('.', '')}-aarch64-linux-gnu"
+    assert list((lambda_asset / "pydantic_core").glob(f"_pydantic_core.{cpython_tag}.so"))
+    assert not [path for path in shared if "x86_64" in path.name]
+    spec = json.loads((lambda_asset / "spec" / "alphavantage.json").read_text())
+    assert len(spec["tools"]) > 100
+    for forbidden in FORBIDDEN:
+        assert forbidden not in _top_level(lambda_asset), forbidden
+
+
+def test_lambda_asset_bytecode_is_for_the_runtime_or_absent(lambda_asset: Path) -> None:
+    info = json.loads((lambda_asset / ASSET_INFO).read_text())
+    pycs = [path for path in asset_files(lambda_asset) if path.suffix == ".pyc"]
+    tag = f"cpython-{info['python_version'].replace('.', '')}"
+    if info["bytecode"]:
+        assert (lambda_asset / "lambda_fn" / "__pycache__" / f"handler.{tag}.pyc").is_file()
+        assert all(f".{tag}." in path.name for path in pycs)
+    else:  # no interpreter of that version here: none at all, never another version's
+        assert pycs == []
+        assert find_bytecode_python(info["python_version"]) is None
+
+
+def test_runtime_requirements_drop_the_sdk_and_add_powertools() -> None:
+    requirements = runtime_requirements(ROOT / "pyproject.toml")
+    names = [bundling._requirement_name(req) for req in requirements]
+    assert "mcp" not in names
+    assert "mcp-types" in names
+    assert "aws-lambda-powertools" in names
+    assert not {"boto3", "botocore"} & set(names)
+
+
+def test_runtime_requirements_refuse_boto3(tmp_path: Path) -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text().replace('"httpx>=0.28,<0.29",', '"httpx>=0.28,<0.29", "boto3",')
+    assert '"boto3",' in pyproject
+    (tmp_path / "pyproject.toml").write_text(pyproject)
+    with pytest.raises(BundleError, match="provided by the Lambda runtime"):
+        runtime_requirements(tmp_path / "pyproject.toml")
+
+
+def test_fingerprint_follows_sources_spec_and_target_but_not_caches(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    for package in bundling.PACKAGES:
+        shutil.copytree(ROOT / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    shutil.copytree(ROOT / "spec", root / "spec")
+    target = BundleTarget.lambda_arm64("3.14")
+
+    def fingerprint(**changes: object) -> str:
+        inputs = AssetInputs(root=root, spec=root / "spec" / "alphavantage.yaml", target=target, bytecode=False)
+        return AssetInputs(**{**inputs.__dict__, **changes}).fingerprint()  # type: ignore[arg-type]
+
+    first = fingerprint()
+    (root / "lambda_fn" / "__pycache__").mkdir()
+    (root / "lambda_fn" / "__pycache__" / "handler.cpython-311.pyc").write_bytes(b"stale")
+    (root / "lambda_fn" / "local.py").write_text("# local only, not shipped\n")
+    assert fingerprint() == first
+    assert fingerprint(target=BundleTarget.lambda_arm64("3.13")) != first
+    assert fingerprint(target=BundleTarget.host()) != first
+    (root / "progressive_mcp" / "errors.py").write_text("# changed\n", encoding="utf-8")
+    second = fingerprint()
+    assert second != first
+    (root / "spec" / "alphavantage.yaml").write_text("changed: true\n")
+    assert fingerprint() != second
+
+
+def test_bytecode_interpreter_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    monkeypatch.delenv(bundling.BUNDLE_PYTHON_ENV, raising=False)
+    assert find_bytecode_python(here) == sys.executable
+    assert find_bytecode_python("3.99") is None
+    monkeypatch.setenv(bundling.BUNDLE_PYTHON_ENV, sys.executable)
+    assert find_bytecode_python(here) == sys.executable
+    with pytest.raises(BundleError, match=f"is {here}, not 3.99"):
+        find_bytecode_python("3.99")
+
+
+def test_host_target_refuses_another_python() -> None:
+    with pytest.raises(BundleError, match="this interpreter's Python"):
+        BundleTarget("3.99", "host").pip_args()
