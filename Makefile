@@ -47,7 +47,7 @@ bench: $(STAMP)
 # Context: make synth CDK_CONTEXT="-c auth_mode=passthrough -c memory_mb=512"; CLI flags: CDK_ARGS="--profile p".
 # The CDK CLI is pinned: aws-cdk 3.x cannot read the cloud assemblies aws-cdk-lib 2.x writes.
 synth: $(STAMP)
-	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=1 $(PY) -m infra.app $(CDK_CONTEXT)
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20,22 $(PY) -m infra.app $(CDK_CONTEXT)
 
 deploy: $(STAMP)
 	npx --yes aws-cdk@2.1148 deploy $(CDK_CONTEXT) $(CDK_ARGS)
