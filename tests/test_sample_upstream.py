@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -530,3 +531,15 @@ def test_cli_serves_until_interrupted() -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_client_that_hangs_up_early_leaves_no_traceback(capfd: pytest.CaptureFixture[str]) -> None:
+
+    with SampleUpstream() as server:
+        server.faults.delay_s = 0.3
+        host, port = server.url.split("//")[1].split("/")[0].split(":")
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(b"GET /query?function=GLOBAL_QUOTE&symbol=IBM&apikey=k HTTP/1.1\r\nHost: x\r\n\r\n")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        time.sleep(0.6)  # the server wakes from the delay and writes to a reset socket
+    assert "Traceback" not in capfd.readouterr().err
