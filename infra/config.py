@@ -56,7 +56,7 @@ class StackConfig:
     max_result_tokens: int | None = None  # larger tool answers become a preview (default: the server's 8000)
     # The function.
     # 3.13, not the newest (3.14): the asset then ships bytecode compiled by a local 3.13 interpreter when one is
-    # found, and the handler's cold import drops from ~680 ms to ~440 ms (bench/asset.py). Lambda cannot write
+    # found, and the handler's cold import drops from ~770 ms to ~500 ms (bench/asset.py). Lambda cannot write
     # .pyc files, so without bytecode every cold start compiles every module again. cdk-nag L1 is acknowledged.
     python_runtime: str = "3.13"
     # CPU is proportional to memory (1769 MB = 1 vCPU). The init phase (~0.4 CPU-s here) and the tokenizer's first
