@@ -77,11 +77,32 @@ def _serve(args: argparse.Namespace) -> int:
 def _tokens(args: argparse.Namespace) -> int:
     from progressive_mcp.report import token_report
 
+    encodings = ("cl100k", "o200k") if args.tokenizer == "both" else (args.tokenizer,)
     try:
-        print(token_report(Path(args.spec) if args.spec else None, as_json=args.json))
+        print(token_report(Path(args.spec) if args.spec else None, as_json=args.json, encodings=encodings))
     except ProgressiveMCPError as exc:
         print(exc, file=sys.stderr)
         return 1
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from progressive_mcp.evaluation import evaluation_report
+
+    try:
+        print(
+            evaluation_report(
+                args.queries,
+                spec_path=args.spec,
+                baseline=args.baseline,
+                split=args.split,
+                as_json=args.json,
+                show_misses=args.show_misses,
+            )
+        )
+    except ProgressiveMCPError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     return 0
 
 
@@ -148,7 +169,30 @@ def build_parser() -> argparse.ArgumentParser:
     tokens = commands.add_parser("tokens", help="token counts of each surface and meta-tool answer")
     tokens.add_argument("--spec", help="spec file (default: the bundled one)")
     tokens.add_argument("--json", action="store_true", help="machine-readable output")
+    tokens.add_argument(
+        "--tokenizer",
+        choices=["cl100k", "o200k", "both"],
+        default="both",
+        help="count with cl100k_base, o200k_base or both (default both; budgets apply to cl100k)",
+    )
     tokens.set_defaults(func=_tokens)
+
+    eval_ = commands.add_parser(
+        "eval", help="retrieval quality of TOOL_SEARCH on labelled queries (a report: exits 0 unless input is invalid)"
+    )
+    eval_.add_argument("queries", help="JSONL query file, e.g. eval/queries.jsonl")
+    eval_.add_argument("--baseline", choices=["bm25"], help="also run a baseline ranker and show it beside the engine")
+    eval_.add_argument("--split", choices=["dev", "test", "all"], default="all", help="queries to use (default all)")
+    eval_.add_argument("--json", action="store_true", help="machine-readable output")
+    eval_.add_argument("--spec", help="spec file (default: the bundled one)")
+    eval_.add_argument(
+        "--show-misses",
+        type=int,
+        default=0,
+        metavar="N",
+        help="list up to N positives without a grade-2 tool in the engine's top 5, and N negatives that got results",
+    )
+    eval_.set_defaults(func=_eval)
 
     sample = commands.add_parser("sample-upstream", help="run the offline sample upstream (synthetic data)")
     sample.add_argument("rest", nargs=argparse.REMAINDER, help="flags of the sample upstream (see --help)")

@@ -5,6 +5,7 @@ that matches its declared `outputSchema`. Example::
 
     meta = MetaTools(catalog)
     meta.tool_search({"query": "apple stock price"})["results"][0]["name"]   # 'GLOBAL_QUOTE'
+    meta.tool_search({"query": "apple stock price", "schemas": True})  # the best 1-3 carry "inputSchema"
 """
 
 from __future__ import annotations
@@ -21,12 +22,22 @@ META_TOOL_NAMES = (TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL)
 DETAIL_LEVELS = ("names", "summary")
 MAX_GET = 10
 MAX_SEARCH_LIMIT = 20
+# TOOL_SEARCH {schemas: true} gives the best hit its input schema, and up to two more that score
+# close to it: where the ranking is unsure the agent still calls without TOOL_GET, and a clear winner
+# costs one schema, not three. (On the spec's example questions, 0.7 of the best keeps the right tool
+# among the schemas as often as the top 3 do, with about half the schemas.)
+SEARCH_SCHEMA_HITS = 3
+SEARCH_SCHEMA_SHARE = 0.7
 # A short prefix of each tool's SHA-256 is enough to notice change, at a fraction of the tokens.
 HASH_CHARS = 16
 
 
 def meta_tool_definitions(catalog: Catalog) -> list[dict[str, Any]]:
-    """MCP definitions (wire shape) of the four meta-tools. Kept terse: they are always in context."""
+    """MCP definitions (wire shape) of the four meta-tools. Kept terse: they are always in context.
+
+    Output schemas name the fields a model needs; only TOOL_SEARCH's marks any as required (the
+    contract's `name` and `score`), which keeps the four definitions within 450 tokens.
+    """
     categories = list(catalog.categories)
     string = {"type": "string"}
     return [
@@ -44,7 +55,7 @@ def meta_tool_definitions(catalog: Catalog) -> list[dict[str, Any]]:
                     },
                 }
             ),
-            "outputSchema": _object({"categories": {"type": "array"}}, ["categories"]),
+            "outputSchema": _object({"categories": {"type": "array"}}),
         },
         {
             "name": TOOL_SEARCH,
@@ -55,6 +66,10 @@ def meta_tool_definitions(catalog: Catalog) -> list[dict[str, Any]]:
                     "query": {"type": "string", "description": "e.g. 'apple stock price'"},
                     "limit": {"type": "integer", "minimum": 1, "default": 5},
                     "category": string,
+                    "schemas": {
+                        "type": "boolean",
+                        "description": f"Best 1-{SEARCH_SCHEMA_HITS} results get their inputSchema",
+                    },
                 },
                 ["query"],
             ),
@@ -76,17 +91,17 @@ def meta_tool_definitions(catalog: Catalog) -> list[dict[str, Any]]:
                 {"tool_name": {"anyOf": [string, {"type": "array", "items": string}]}},
                 ["tool_name"],
             ),
-            "outputSchema": _object({"tools": {"type": "array"}}, ["tools"]),
+            "outputSchema": _object({"tools": {"type": "array"}}),
         },
         {
             "name": TOOL_CALL,
             "title": "Call a tool",
-            "description": "Run a tool with arguments that match its TOOL_GET schema.",
+            "description": "Run a tool with arguments matching its schema.",
             "inputSchema": _object(
                 {"tool_name": string, "arguments": {"anyOf": [{"type": "object"}, string]}},
                 ["tool_name", "arguments"],
             ),
-            "outputSchema": _object({"tool": string}, ["tool"]),
+            "outputSchema": _object({"tool": string}),
         },
     ]
 
@@ -98,6 +113,18 @@ def _object(properties: dict[str, Any], required: list[str] | None = None, *, cl
     if closed:
         schema["additionalProperties"] = False
     return schema
+
+
+def _flag(value: Any) -> bool | None:
+    """A boolean argument, also as the strings some clients send ("true", "False"); null is false;
+    None if it is none of these."""
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
 
 
 class MetaTools:
@@ -159,7 +186,7 @@ class MetaTools:
         }
 
     def tool_search(self, args: dict[str, Any]) -> dict[str, Any]:
-        self._only(TOOL_SEARCH, args, {"query", "limit", "category"})
+        self._only(TOOL_SEARCH, args, {"query", "limit", "category", "schemas"})
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
             raise self._bad(TOOL_SEARCH, "query must be a non-empty string describing what you need")
@@ -168,13 +195,21 @@ class MetaTools:
             limit = int(limit)
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise self._bad(TOOL_SEARCH, f"limit must be an integer from 1 to {MAX_SEARCH_LIMIT}")
+        with_schemas = _flag(args.get("schemas"))
+        if with_schemas is None:
+            raise self._bad(TOOL_SEARCH, "schemas must be true or false")
         category = args.get("category")
         scope = frozenset(self._category_names(category, TOOL_SEARCH)) if category else None
         hits = self.index.search(query, limit=limit, categories=scope)
-        result: dict[str, Any] = {
-            "query": query,
-            "results": [{"name": h.name, "score": h.score, "summary": h.summary, "category": h.category} for h in hits],
-        }
+        results: list[dict[str, Any]] = [
+            {"name": h.name, "score": h.score, "summary": h.summary, "category": h.category} for h in hits
+        ]
+        if with_schemas and hits:
+            # The very schema TOOL_GET gives, so a call built from it passes TOOL_CALL's validation.
+            for hit, entry in zip(hits[:SEARCH_SCHEMA_HITS], results, strict=False):
+                if hit.score >= SEARCH_SCHEMA_SHARE * hits[0].score:
+                    entry["inputSchema"] = self._describe(self.lookup(hit.name))["inputSchema"]
+        result: dict[str, Any] = {"query": query, "results": results}
         if not hits:
             result["hint"] = "No tool matches well. Rephrase, or browse a category with TOOL_LIST."
             result["categories"] = {n: self.catalog.categories[n] for n in self._category_names(None)}

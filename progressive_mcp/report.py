@@ -1,83 +1,505 @@
-"""The token report behind `progressive-mcp tokens`: what each surface and meta-tool answer costs.
+"""The token report behind `progressive-mcp tokens`: what each surface, meta-tool answer and flow costs.
 
-Counts use a real tokenizer (cl100k_base) over the compact JSON a client receives, and are set
-against the budgets in DESIGN.md. Example::
+Counts use real tokenizers (cl100k_base and o200k_base, offline) over the compact JSON a client
+receives, and are set against the budgets in DESIGN.md and the official Alpha Vantage server's
+measured figures. Tool calls go to the offline sample upstream, started in-process. Example::
 
-    print(token_report())                # a table
-    measure_tokens(Catalog.load())       # the same figures as a dict
+    print(token_report())                          # tables
+    print(token_report(as_json=True))              # the same figures as JSON
+    measure_tokens(Catalog.load())["tool_get_average"]   # the budgeted figures alone (cl100k, no upstream)
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from progressive_mcp.catalog import Catalog
+from progressive_mcp.metatools import (
+    DETAIL_LEVELS,
+    SEARCH_SCHEMA_HITS,
+    SEARCH_SCHEMA_SHARE,
+    TOOL_CALL,
+    TOOL_GET,
+    TOOL_LIST,
+    TOOL_SEARCH,
+)
+from progressive_mcp.sample_upstream import SampleUpstream
 from progressive_mcp.surface import CallContext, Surface
-from progressive_mcp.tokens import TOKENIZER_LABEL, count_tokens, dumps
+from progressive_mcp.tokens import ENCODINGS, count_tokens, dumps
+from progressive_mcp.upstream import UpstreamClient
 
+# Budgets of DESIGN.md, in cl100k tokens; keys name the report's figures (see `budget_figures`).
 BUDGETS = {
     "progressive_tools_list": 450,
     "tool_list_default": 2000,
     "tool_get_average": 300,
     "direct_tools_list": 30000,
 }
+# The official Alpha Vantage MCP server, as measured in DESIGN.md (cl100k).
+OFFICIAL = {
+    "progressive_tools_list": "410 for 3 meta-tools",
+    "tool_list_default": "4,155-4,672",
+    "tool_get_average": "~977, no enums or defaults",
+    "direct_tools_list": "29,286, without enums or defaults",
+    "tool_search": "no search",
+    # What it reads before calling, from the figures above (its tools/list, TOOL_LIST, one TOOL_GET).
+    "list_get_call": "5,542-6,059 (tools/list + TOOL_LIST + TOOL_GET)",
+    "direct": "29,286 (tools/list)",
+}
+ENCODING_LABELS = {
+    "cl100k": "cl100k_base (GPT-4, GPT-3.5)",
+    "o200k": "o200k_base (GPT-4o and later)",
+}
+SEARCH_QUERIES = (
+    "give me aapl price",
+    "daily closing prices for tesla",
+    "RSI of NVDA",
+    "EUR to USD exchange rate",
+    "US inflation CPI",
+)
+# Any key works with the sample upstream; it never leaves the process.
+SAMPLE_KEY = "token-report-key"
+
+Counts = dict[str, float]  # tokens per tokenizer (short name: cl100k, o200k)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A typical request, the tool that answers it and the arguments a model would pass."""
+
+    name: str
+    query: str
+    tool: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+TASKS = (
+    Task("latest price of AAPL", "give me aapl price", "GLOBAL_QUOTE", {"symbol": "AAPL"}),
+    Task(
+        "TSLA daily closes, last 100 days",
+        "daily closing prices for tesla",
+        "TIME_SERIES_DAILY",
+        {"symbol": "TSLA", "outputsize": "compact"},
+    ),
+    Task(
+        "EUR to USD rate",
+        "EUR to USD exchange rate",
+        "CURRENCY_EXCHANGE_RATE",
+        {"from_currency": "EUR", "to_currency": "USD"},
+    ),
+)
+FLOWS = {
+    "list_get_call": "TOOL_LIST -> TOOL_GET -> TOOL_CALL",
+    "search_get_call": "TOOL_SEARCH -> TOOL_GET -> TOOL_CALL",
+    "search_call": "TOOL_SEARCH -> TOOL_CALL (no schema seen)",
+    "search_schemas_call": "TOOL_SEARCH {schemas: true} -> TOOL_CALL",
+    "direct": "direct: tools/list -> the tool",
+}
+
+
+class _Counter:
+    """Counts a text with each tokenizer of the report."""
+
+    def __init__(self, encodings: Sequence[str]) -> None:
+        unknown = [e for e in encodings if e not in ENCODINGS]
+        if unknown or not encodings:
+            raise ValueError(f"tokenizers must be among {', '.join(ENCODINGS)}, not {', '.join(unknown) or 'none'}")
+        self.encodings = tuple(encodings)
+
+    def __call__(self, text: str) -> Counts:
+        return {e: count_tokens(text, ENCODINGS[e]) for e in self.encodings}
+
+
+def _combine(counts: Sequence[Counts], how: Callable[[list[float]], float]) -> Counts:
+    return {e: _round(how([c[e] for c in counts])) for e in counts[0]}
+
+
+def _round(value: float) -> float:
+    return int(value) if float(value).is_integer() else round(value, 1)
+
+
+def _total(counts: Iterable[Counts]) -> Counts:
+    return _combine(list(counts), sum)
+
+
+def _figure(counts: Counts, key: str | None = None, **extra: Any) -> dict[str, Any]:
+    """A figure of the JSON report: counts per tokenizer, with the budget and official figure of `key`."""
+    figure: dict[str, Any] = {"tokens": counts, **extra}
+    if key in BUDGETS:
+        figure["budget"] = BUDGETS[key]
+    if key in OFFICIAL:
+        figure["official"] = OFFICIAL[key]
+    return figure
+
+
+def tools_list_text(surface: Surface) -> str:
+    """The `tools` array of a tools/list answer, as the compact wire JSON a client receives."""
+    return dumps([t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in surface.list_tools()])
 
 
 def tools_list_tokens(surface: Surface) -> int:
-    """Tokens of the `tools` array of a tools/list answer, as compact wire JSON."""
-    wire = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in surface.list_tools()]
-    return count_tokens(dumps(wire))
+    """Tokens (cl100k) of the `tools` array of a tools/list answer."""
+    return count_tokens(tools_list_text(surface))
 
 
-def _answer_tokens(surface: Surface, tool: str, arguments: dict[str, Any]) -> int:
-    result = surface.call_tool(tool, arguments, CallContext())
-    assert not result.is_error, result.content
-    return count_tokens(result.content[0].text)  # type: ignore[union-attr]
+def _answer(surface: Surface, tool: str, arguments: dict[str, Any]) -> str:
+    """The text of a successful tools/call answer (what the model reads)."""
+    result = surface.call_tool_wire(tool, arguments, CallContext(api_key=SAMPLE_KEY))
+    text: str = result["content"][0]["text"]
+    if result["isError"]:
+        raise RuntimeError(f"{tool} {dumps(arguments)} failed while measuring tokens: {text}")
+    return text
 
 
-def measure_tokens(catalog: Catalog) -> dict[str, Any]:
-    progressive = Surface(catalog, mode="progressive")
-    direct = Surface(catalog, mode="direct")
-    per_tool = {t.name: _answer_tokens(progressive, "TOOL_GET", {"tool_name": t.name}) for t in catalog.tools}
-    heaviest = max(per_tool, key=lambda name: per_tool[name])
+def build_report(
+    catalog: Catalog, encodings: Sequence[str] = tuple(ENCODINGS), *, upstream_url: str | None = None
+) -> dict[str, Any]:
+    """Every figure of the report as JSON data. Without `upstream_url` (the sample upstream's
+    address) the sections that need tool calls, `tasks` and `flows`, are left out."""
+    count = _Counter(encodings)
+    upstream = UpstreamClient(catalog.api, base_url=upstream_url, retries=0) if upstream_url else None
+    progressive = Surface(catalog, mode="progressive", upstream=upstream)
+    direct = Surface(catalog, mode="direct", upstream=upstream, meta=progressive.meta)
+    hybrid = Surface(catalog, mode="hybrid", meta=progressive.meta)
+
+    def answer(tool: str, arguments: dict[str, Any]) -> Counts:
+        return count(_answer(progressive, tool, arguments))
+
+    tool_get = {t.name: answer(TOOL_GET, {"tool_name": t.name}) for t in catalog.tools}
+    heaviest = {e: max(tool_get, key=lambda name: tool_get[name][e]) for e in count.encodings}
+    report: dict[str, Any] = {
+        "tokenizers": {e: ENCODING_LABELS[e] for e in count.encodings},
+        "counted_on": "the compact JSON text a client receives; budgets apply to cl100k",
+        "catalog": {"tools": len(catalog), "categories": len(catalog.categories), "version": catalog.version},
+        "tools_list": {
+            "progressive": _figure(count(tools_list_text(progressive)), "progressive_tools_list"),
+            "direct": _figure(count(tools_list_text(direct)), "direct_tools_list"),
+            "hybrid": _figure(count(tools_list_text(hybrid))),
+        },
+        "tool_list": {
+            "default_detail": {"catalog": "names", "category": "summary"},
+            "catalog": {
+                detail: _figure(
+                    answer(TOOL_LIST, {"detail": detail}), "tool_list_default" if detail == "names" else None
+                )
+                for detail in DETAIL_LEVELS
+            },
+            "by_category": {
+                category: {
+                    "tools": size,
+                    **{
+                        detail: _figure(answer(TOOL_LIST, {"category": category, "detail": detail}))
+                        for detail in DETAIL_LEVELS
+                    },
+                }
+                for category in catalog.categories
+                if (size := sum(t.category == category for t in catalog.tools))
+            },
+        },
+        "tool_search": _search_section(progressive, count),
+        "tool_get": {
+            "mean": _figure(_combine(list(tool_get.values()), statistics.mean), "tool_get_average"),
+            "median": _figure(_combine(list(tool_get.values()), statistics.median)),
+            "max": _figure({e: tool_get[heaviest[e]][e] for e in count.encodings}, tool=heaviest),
+            "total": _figure(_total(tool_get.values()), calls=len(tool_get)),
+        },
+    }
+    if upstream_url:
+        report.update(_flows_section(progressive, direct, count, report["tools_list"]))
+    report["budgets"] = _budget_checks(report)
+    return report
+
+
+def _search_section(surface: Surface, count: _Counter) -> dict[str, Any]:
+    queries: list[dict[str, Any]] = []
+    for query in SEARCH_QUERIES:
+        plain = _answer(surface, TOOL_SEARCH, {"query": query})
+        with_schemas = _answer(surface, TOOL_SEARCH, {"query": query, "schemas": True})
+        queries.append(
+            {
+                "query": query,
+                "results": [hit["name"] for hit in json.loads(plain)["results"]],
+                "plain": count(plain),
+                "schemas": count(with_schemas),
+            }
+        )
+    plain_counts = [q["plain"] for q in queries]
+    schema_counts = [q["schemas"] for q in queries]
     return {
-        "tokenizer": TOKENIZER_LABEL,
-        "tools": len(catalog),
-        "progressive_tools_list": tools_list_tokens(progressive),
-        "tool_list_default": _answer_tokens(progressive, "TOOL_LIST", {}),
-        "tool_list_summary": _answer_tokens(progressive, "TOOL_LIST", {"detail": "summary"}),
-        "tool_search_example": _answer_tokens(progressive, "TOOL_SEARCH", {"query": "give me aapl price"}),
-        "tool_get_average": round(statistics.mean(per_tool.values()), 1),
-        "tool_get_median": statistics.median(per_tool.values()),
-        "tool_get_max": per_tool[heaviest],
-        "tool_get_max_tool": heaviest,
-        "direct_tools_list": tools_list_tokens(direct),
-        "hybrid_tools_list": tools_list_tokens(Surface(catalog, mode="hybrid")),
+        "queries": queries,
+        "mean": _figure(_combine(plain_counts, statistics.mean), "tool_search"),
+        "max": _figure(_combine(plain_counts, max)),
+        "schemas_rule": f"the best hit and up to {SEARCH_SCHEMA_HITS - 1} more scoring at least "
+        f"{SEARCH_SCHEMA_SHARE:.0%} of it carry their inputSchema",
+        "schemas_mean": _figure(_combine(schema_counts, statistics.mean)),
+        "schemas_max": _figure(_combine(schema_counts, max)),
     }
 
 
-def token_report(spec_path: Path | None = None, *, as_json: bool = False) -> str:
-    figures = measure_tokens(Catalog.load(spec_path))
-    if as_json:
-        return json.dumps(figures, indent=2)
-    rows = [
-        ("progressive tools/list (4 meta-tools)", "progressive_tools_list"),
-        ("TOOL_LIST default answer (whole catalog)", "tool_list_default"),
-        ("TOOL_LIST detail=summary (whole catalog)", "tool_list_summary"),
-        ("TOOL_SEARCH 'give me aapl price'", "tool_search_example"),
-        ("TOOL_GET one tool, average", "tool_get_average"),
-        ("TOOL_GET one tool, median", "tool_get_median"),
-        (f"TOOL_GET one tool, maximum ({figures['tool_get_max_tool']})", "tool_get_max"),
-        ("direct tools/list (whole catalog)", "direct_tools_list"),
-        ("hybrid tools/list", "hybrid_tools_list"),
+def _flows_section(
+    progressive: Surface, direct: Surface, count: _Counter, tools_list: dict[str, Any]
+) -> dict[str, Any]:
+    """`tasks` (each task's call answer and search rank) and `flows` (what the model reads per flow)."""
+    listed = {"progressive": tools_list["progressive"]["tokens"], "direct": tools_list["direct"]["tokens"]}
+    tasks: list[dict[str, Any]] = []
+    per_flow: dict[str, list[dict[str, Any]]] = {flow: [] for flow in FLOWS}
+    for task in TASKS:
+        steps: dict[str, tuple[Counts, Counts]] = {}  # step -> (its arguments, its answer)
+
+        def step(surface: Surface, tool: str, arguments: dict[str, Any], label: str | None = None) -> str:
+            text = _answer(surface, tool, arguments)
+            steps[label or tool] = (count(dumps(arguments)), count(text))  # noqa: B023 (called in this iteration only)
+            return text
+
+        searched = json.loads(step(progressive, TOOL_SEARCH, {"query": task.query}))
+        names = [hit["name"] for hit in searched["results"]]
+        rank = names.index(task.tool) + 1 if task.tool in names else None
+        with_schemas = step(progressive, TOOL_SEARCH, {"query": task.query, "schemas": True}, "TOOL_SEARCH {schemas}")
+        schema_shown = any(h["name"] == task.tool and "inputSchema" in h for h in json.loads(with_schemas)["results"])
+        step(progressive, TOOL_LIST, {})
+        step(progressive, TOOL_GET, {"tool_name": task.tool})
+        call = step(progressive, TOOL_CALL, {"tool_name": task.tool, "arguments": task.arguments})
+        direct_call = step(direct, task.tool, task.arguments, "direct call")
+        if call != direct_call:  # the flows below assume one answer for every flow
+            raise RuntimeError(f"{task.tool}: TOOL_CALL and the direct call answered differently")
+        call_answer = steps[TOOL_CALL][1]
+        tasks.append(
+            {
+                "task": task.name,
+                "tool": task.tool,
+                "arguments": task.arguments,
+                "search_query": task.query,
+                "search_rank": rank,
+                "schema_in_search": schema_shown,
+                "call_answer": count(call),
+            }
+        )
+        sequences = {
+            "list_get_call": (TOOL_LIST, TOOL_GET, TOOL_CALL),
+            "search_get_call": (TOOL_SEARCH, TOOL_GET, TOOL_CALL),
+            "search_call": (TOOL_SEARCH, TOOL_CALL),
+            "search_schemas_call": ("TOOL_SEARCH {schemas}", TOOL_CALL),
+            "direct": ("direct call",),
+        }
+        # Whether the flow can work: search must show the tool (first, for a call made without its
+        # schema; with its schema, for the schemas flow).
+        reached = {
+            "list_get_call": True,
+            "search_get_call": rank is not None,
+            "search_call": rank == 1,
+            "search_schemas_call": schema_shown,
+            "direct": True,
+        }
+        for flow, sequence in sequences.items():
+            surface_list = listed["direct" if flow == "direct" else "progressive"]
+            parts = [surface_list] + [c for name in sequence for c in steps[name]]
+            total = _total(parts)
+            per_flow[flow].append(
+                {
+                    "task": task.name,
+                    "reached": reached[flow],
+                    "total": total,
+                    "without_call_answer": {e: _round(total[e] - call_answer[e]) for e in total},
+                    "steps": [{"step": "tools/list", "answer": surface_list}]
+                    + [{"step": name, "arguments": steps[name][0], "answer": steps[name][1]} for name in sequence],
+                }
+            )
+    flows = {
+        flow: {
+            "label": FLOWS[flow],
+            "mean": _figure(_combine([t["total"] for t in runs], statistics.mean)),
+            "mean_without_call_answer": _figure(
+                _combine([t["without_call_answer"] for t in runs], statistics.mean), flow
+            ),
+            "tasks": runs,
+        }
+        for flow, runs in per_flow.items()
+    }
+    return {
+        "tasks": {
+            "upstream": "the offline sample upstream (synthetic, deterministic answers)",
+            "items": tasks,
+            "call_answer_mean": _figure(_combine([t["call_answer"] for t in tasks], statistics.mean)),
+        },
+        "flows": flows,
+    }
+
+
+def _budget_checks(report: dict[str, Any]) -> list[dict[str, Any]]:
+    figures = {
+        "progressive_tools_list": report["tools_list"]["progressive"],
+        "tool_list_default": report["tool_list"]["catalog"]["names"],
+        "tool_get_average": report["tool_get"]["mean"],
+        "direct_tools_list": report["tools_list"]["direct"],
+    }
+    return [
+        {"what": key, "tokens": figure["tokens"]["cl100k"], "budget": figure["budget"]}
+        | {"ok": figure["tokens"]["cl100k"] <= figure["budget"]}
+        for key, figure in figures.items()
+        if "cl100k" in figure["tokens"]
     ]
-    lines = [f"Token counts, {figures['tokenizer']}, {figures['tools']} tools, compact JSON as sent:", ""]
-    lines.append(f"{'what':<52} {'tokens':>8} {'budget':>8}  ")
-    for label, key in rows:
-        budget = BUDGETS.get(key)
-        verdict = "" if budget is None else ("ok" if figures[key] <= budget else "OVER")
-        lines.append(f"{label:<52} {figures[key]:>8} {budget if budget else '':>8}  {verdict}")
+
+
+def budget_figures(report: dict[str, Any]) -> dict[str, float]:
+    """The budgeted figures of a report (cl100k), keyed like BUDGETS."""
+    return {check["what"]: check["tokens"] for check in report["budgets"]}
+
+
+def measure_tokens(catalog: Catalog) -> dict[str, float]:
+    """The budgeted figures alone, cl100k, without tool calls (fast enough for tests)."""
+    return budget_figures(build_report(catalog, ("cl100k",)))
+
+
+def token_report(spec_path: Path | None = None, *, as_json: bool = False, encodings: Sequence[str] = ()) -> str:
+    """The whole report (tool calls answered by the offline sample upstream), as tables or JSON."""
+    catalog = Catalog.load(spec_path)
+    with SampleUpstream() as sample:
+        report = build_report(catalog, encodings or tuple(ENCODINGS), upstream_url=sample.url)
+    return json.dumps(report, indent=2, ensure_ascii=False) if as_json else render(report)
+
+
+# -- text ---------------------------------------------------------------------------------------
+
+
+def render(report: dict[str, Any]) -> str:
+    """The report as plain-text tables (ASCII only, so any terminal shows it)."""
+    encodings = list(report["tokenizers"])
+    catalog = report["catalog"]
+    lines = [
+        f"Token counts: {catalog['tools']} tools in {catalog['categories']} categories, "
+        "compact JSON as a client receives it.",
+        "Tokenizers (bpe-openai, offline): " + "; ".join(f"{e} = {label}" for e, label in report["tokenizers"].items()),
+        "Budgets are DESIGN.md's, in cl100k; 'official': the official Alpha Vantage MCP server, measured (DESIGN.md).",
+    ]
+
+    def numbers(counts: Counts) -> list[str]:
+        return [_number(counts[e]) for e in encodings]
+
+    def row(label: str, figure: dict[str, Any]) -> list[str]:
+        budget = figure.get("budget")
+        verdict = ""
+        if budget is not None and "cl100k" in figure["tokens"]:
+            verdict = "ok" if figure["tokens"]["cl100k"] <= budget else "OVER"
+        budget_text = f"<= {budget:,}" if budget is not None else ""
+        return [label, *numbers(figure["tokens"]), budget_text, verdict, figure.get("official", "")]
+
+    tools_list, tool_list, search, get = (
+        report["tools_list"],
+        report["tool_list"],
+        report["tool_search"],
+        report["tool_get"],
+    )
+    rows = [
+        row("progressive tools/list (4 meta-tools)", tools_list["progressive"]),
+        row("direct tools/list (whole catalog)", tools_list["direct"]),
+        row("hybrid tools/list", tools_list["hybrid"]),
+        row("TOOL_LIST detail=names, whole catalog (default)", tool_list["catalog"]["names"]),
+        row("TOOL_LIST detail=summary, whole catalog", tool_list["catalog"]["summary"]),
+        row(f"TOOL_SEARCH, mean of {len(search['queries'])} queries", search["mean"]),
+        row(f"TOOL_SEARCH, max of {len(search['queries'])} queries", search["max"]),
+        row("TOOL_SEARCH schemas=true, mean (best 1-3 hits with schema)", search["schemas_mean"]),
+        row("TOOL_SEARCH schemas=true, max", search["schemas_max"]),
+        row("TOOL_GET one tool, mean", get["mean"]),
+        row("TOOL_GET one tool, median", get["median"]),
+        row(
+            "TOOL_GET one tool, max (" + "/".join(dict.fromkeys(get["max"]["tool"].values())) + ")",
+            get["max"],
+        ),
+        row(f"TOOL_GET every tool, one at a time (sum of {get['total']['calls']})", get["total"]),
+    ]
+    lines += ["", *_table(["what", *encodings, "cl100k budget", "", "official"], rows)]
+
+    detail_columns = [f"{detail} {e}" for detail in DETAIL_LEVELS for e in encodings]
+    category_rows = [
+        [name, str(entry["tools"]), *(_number(entry[d]["tokens"][e]) for d in DETAIL_LEVELS for e in encodings)]
+        for name, entry in tool_list["by_category"].items()
+    ]
+    lines += ["", "TOOL_LIST per category (default there: summary)"]
+    lines += _table(["category", "tools", *detail_columns], category_rows)
+
+    query_rows = [
+        [repr(q["query"]), ", ".join(q["results"][:2]) or "-", *numbers(q["plain"]), *numbers(q["schemas"])]
+        for q in search["queries"]
+    ]
+    lines += ["", "TOOL_SEARCH per query"]
+    lines += _table(["query", "top hits", *encodings, *(f"schemas {e}" for e in encodings)], query_rows)
+
+    if "flows" in report:
+        tasks = report["tasks"]
+        task_rows = [
+            [
+                t["task"],
+                f"{t['tool']} {dumps(t['arguments'])}",
+                str(t["search_rank"] or "-"),
+                *numbers(t["call_answer"]),
+            ]
+            for t in tasks["items"]
+        ]
+        task_rows.append(["mean", "", "", *numbers(tasks["call_answer_mean"]["tokens"])])
+        lines += ["", f"Tasks: tool calls answered by {tasks['upstream']}"]
+        lines += _table(["task", "call", "search rank", *(f"answer {e}" for e in encodings)], task_rows)
+
+        task_names = [t["task"] for t in tasks["items"]]
+        lines += [
+            "",
+            "Flows: what the model reads for a task (tools/list + each call's arguments + each answer),"
+            f" mean of {len(task_names)} tasks;",
+            "'without answer' leaves out the tool's own answer, the same in every flow.",
+        ]
+        flow_rows = []
+        for entry in report["flows"].values():
+            missed = [t["task"] for t in entry["tasks"] if not t["reached"]]
+            label = entry["label"] + (f" [misses: {', '.join(missed)}]" if missed else "")
+            flow_rows.append(
+                [
+                    label,
+                    *numbers(entry["mean"]["tokens"]),
+                    *numbers(entry["mean_without_call_answer"]["tokens"]),
+                    entry["mean_without_call_answer"].get("official", ""),
+                ]
+            )
+        lines += _table(
+            ["flow", *(f"total {e}" for e in encodings), *(f"without answer {e}" for e in encodings), "official"],
+            flow_rows,
+        )
+        for e in encodings:
+            per_task_rows = [
+                [entry["label"], *(_number(t["total"][e]) for t in entry["tasks"])]
+                for entry in report["flows"].values()
+            ]
+            lines += ["", f"Flows per task, total, {e}"]
+            lines += _table(["flow", *task_names], per_task_rows)
+
+    checks = report["budgets"]
+    if checks:
+        failed = [c["what"] for c in checks if not c["ok"]]
+        lines += ["", "Budgets (cl100k): " + ("all hold" if not failed else "OVER: " + ", ".join(failed))]
     return "\n".join(lines)
+
+
+def _number(value: float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Aligned columns: numbers (and their headers) to the right, text to the left."""
+    columns = list(zip(headers, *rows, strict=True))
+    widths = [max(len(cell) for cell in column) for column in columns]
+    numeric = [all(_numeric(cell) or not cell for cell in column[1:]) for column in columns]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            cell.rjust(width) if right else cell.ljust(width)
+            for cell, width, right in zip(cells, widths, numeric, strict=True)
+        ).rstrip()
+
+    return [line(headers), *(line(r) for r in rows)]
+
+
+def _numeric(cell: str) -> bool:
+    return cell.replace(",", "").replace(".", "").isdigit()
