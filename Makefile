@@ -42,6 +42,7 @@ bench: $(STAMP)
 	@$(PY) bench/run.py
 	@$(PY) bench/endpoint.py
 	@$(PY) bench/asset.py
+	@$(PY) bench/search_scale.py
 
 # The CDK app (infra/): `synth` needs no Node and no AWS account; `deploy`/`destroy` use your AWS credentials.
 # Context: make synth CDK_CONTEXT="-c auth_mode=passthrough -c memory_mb=512"; CLI flags: CDK_ARGS="--profile p".

@@ -1,0 +1,81 @@
+"""Smoke tests of the benchmark scripts (bench/): they run and produce what they claim; no timing is asserted.
+
+Run with: .venv/bin/python -m pytest tests/test_bench_scripts.py -q
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from progressive_mcp.catalog import Catalog
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _load(name: str) -> ModuleType:
+    """A bench script as a module (bench/ is a folder of scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def generator() -> ModuleType:
+    return _load("synthetic_spec")
+
+
+@pytest.fixture(scope="module")
+def real_names() -> list[str]:
+    return [tool.name for tool in Catalog.load().tools]
+
+
+@pytest.mark.parametrize("n_tools", [50, 1000])
+def test_synthetic_spec_gives_exactly_n_valid_tools(generator: ModuleType, real_names: list[str], n_tools: int) -> None:
+    catalog = generator.synthetic_catalog(n_tools)  # validated by progressive_mcp.spec.parse_spec
+
+    assert len(catalog) == n_tools
+    names = [tool.name for tool in catalog.tools]
+    assert len(set(names)) == n_tools
+    if n_tools <= len(real_names):
+        assert set(names) <= set(real_names)
+    else:
+        assert names[: len(real_names)] == real_names  # the real catalog keeps all its tools, first
+        invented = catalog.tools[len(real_names) :]
+        assert {tool.category for tool in invented} <= set(catalog.categories)
+        for tool in invented:
+            assert tool.summary and tool.description and tool.keywords and tool.params
+            assert len(tool.examples) >= 3
+
+
+def test_synthetic_spec_is_deterministic_for_a_seed(generator: ModuleType) -> None:
+    assert generator.synthetic_spec(1000, seed=3) == generator.synthetic_spec(1000, seed=3)
+    assert generator.synthetic_spec(1000, seed=3) != generator.synthetic_spec(1000, seed=4)
+    assert generator.synthetic_spec(50, seed=3) == generator.synthetic_spec(50, seed=3)
+
+
+def test_search_scale_runs_end_to_end() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "search_scale.py"), "--sizes", "200", "--rounds", "1"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "machine:" in out and "load average" in out
+    assert "SearchIndex.search" in out and "TOOL_SEARCH via call_tool_wire" in out
+    rows = [line.split() for line in out.splitlines() if line.strip().startswith("200 ")]
+    assert len(rows) == 2  # one row in the build/memory table, one in the latency table
+    assert "against DESIGN.md" in out
