@@ -1,165 +1,92 @@
-"""Lexical tool search: ranks catalog tools for a need written in plain words.
+"""Lexical tool search: ranks catalog tools for a need written in plain words, or says that none fits.
 
-Each tool is a document of weighted fields (name parts, title, summary, keywords, example
-questions, description, parameter names). A query is split into terms the same way, expanded
-with domain synonyms, and scored BM25-style per field. Example::
+Each tool is a document of weighted fields (name parts, title, summary, keywords, example questions, description,
+parameter names and descriptions), scored BM25F-style. A query is read into *concepts*: each content word with the
+domain synonyms it brings in; entities (tickers, company names, coins, currency pairs, dates) as light hints; and
+words the catalog does not know, or subjects it is known to lack, which count against every match. A tool's score
+is the share of the query's weight it answers (0..1, shown to the agent); a query that the best tools leave mostly
+unanswered gets no result. Example::
 
     index = SearchIndex(catalog.tools)
     index.search("give me aapl price", limit=3)   # [Hit(name='GLOBAL_QUOTE', score=...), ...]
+    index.search("UK inflation rate")             # []: the inflation series are US-only
+
+Per query, the cost grows with the postings of the query's terms, not with the number of tools: every term's weight
+for every tool is computed once, when the index is built. The words it understands are in `progressive_mcp.vocabulary`.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import NamedTuple
 
+from progressive_mcp import vocabulary as vocab
 from progressive_mcp.catalog import CatalogTool
 
+# --- how tools are indexed (BM25F) ---------------------------------------------------------------------------------
+# Where a word is found says how much the tool is about it.
 FIELD_WEIGHTS: dict[str, float] = {
     "name": 3.0,
-    "title": 2.5,
+    "title": 2.0,
     "keywords": 2.5,
     "summary": 2.0,
-    "examples": 1.5,
+    "examples": 1.0,
     "description": 1.0,
-    "params": 0.5,
+    "param_names": 0.5,
+    "param_text": 0.3,
 }
-K1 = 1.2
-STRONG_MATCH = (FIELD_WEIGHTS["name"] + FIELD_WEIGHTS["title"] + FIELD_WEIGHTS["keywords"]) * (K1 + 1)
-# A query whose best tool reaches less than this share of the query's own weight is treated as
-# matching nothing (off-topic); see `SearchIndex.search`.
-MIN_RELATIVE_SCORE = 0.12
-# Hits far below the best one are noise for the agent; keep those within this share of the best.
-MIN_SHARE_OF_BEST = 0.4
-# Between two tools that fit a need alike, the one a free key can call is the better answer.
-PREMIUM_FACTOR = 0.85
-ENTITY_WEIGHT = 0.2
-
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "can",
-        "could",
-        "do",
-        "does",
-        "for",
-        "from",
-        "get",
-        "give",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "please",
-        "show",
-        "tell",
-        "that",
-        "the",
-        "this",
-        "to",
-        "was",
-        "what",
-        "whats",
-        "when",
-        "where",
-        "which",
-        "who",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "want",
-        "need",
-        "find",
-        "look",
-        "up",
-        "list",
-        "data",
-        "info",
-        "information",
-        "latest",
-        "current",
-        "today",
-        "now",
-    ]
-)
-
-# Domain words people use, mapped to words the catalog uses. Both sides are lower case.
-SYNONYMS: dict[str, tuple[str, ...]] = {
-    "price": ("quote", "price"),
-    "prices": ("quote", "price"),
-    "stock": ("stock", "equity", "share"),
-    "shares": ("stock", "share"),
-    "ohlcv": ("ohlcv", "open", "high", "low", "close", "volume"),
-    "ohlc": ("open", "high", "low", "close"),
-    "candles": ("ohlcv", "bars"),
-    "eps": ("eps", "earnings", "per", "share"),
-    "pe": ("pe", "ratio", "valuation", "overview"),
-    "fx": ("fx", "forex", "currency", "exchange"),
-    "forex": ("fx", "forex", "currency", "exchange"),
-    "gdp": ("gdp", "gross", "domestic", "product"),
-    "cpi": ("cpi", "consumer", "price", "index"),
-    "rsi": ("rsi", "relative", "strength"),
-    "macd": ("macd", "moving", "average", "convergence", "divergence"),
-    "sma": ("sma", "simple", "moving", "average"),
-    "ema": ("ema", "exponential", "moving", "average"),
-    "crypto": ("crypto", "cryptocurrency", "digital", "currency"),
-    "bitcoin": ("bitcoin", "btc", "crypto", "digital"),
-    "btc": ("bitcoin", "btc", "crypto", "digital"),
-    "ethereum": ("ethereum", "eth", "crypto", "digital"),
-    "oil": ("oil", "crude", "wti", "brent"),
-    "crude": ("oil", "crude", "wti", "brent"),
-    "rates": ("rate", "yield"),
-    "interest": ("interest", "rate", "federal", "funds"),
-    "jobs": ("employment", "payroll", "unemployment", "jobs"),
-    "ticker": ("symbol", "ticker", "search"),
-    "company": ("company", "overview", "profile"),
-    "news": ("news", "sentiment", "articles"),
-    "dividend": ("dividend", "dividends", "payout"),
-    "earnings": ("earnings", "eps"),
+# Length normalisation per field: a long keyword list or many example questions do not make a tool less about each
+# of them; a long description does dilute a passing mention.
+FIELD_B: dict[str, float] = {
+    "name": 0.3,
+    "title": 0.3,
+    "keywords": 0.2,
+    "summary": 0.5,
+    "examples": 0.3,
+    "description": 0.6,
+    "param_names": 0.3,
+    "param_text": 0.5,
 }
+K1 = 1.2  # term-frequency saturation
+# A tool whose summary names the US as its scope ("Monthly US unemployment rate") has no data for other countries
+# (a price unit such as "US cents per pound" is not a scope).
+US_ONLY = re.compile(r"\bUS\b(?!\s+(?:cents|dollars?)\b)")
 
-_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-_WORD = re.compile(r"[A-Za-z0-9]+(?:/[A-Za-z0-9]+)?")
+# --- how a query is read -----------------------------------------------------------------------------------------
+SYNONYM_FACTOR = 0.7  # a synonym counts this much of the word the user typed
+FUZZY_FACTOR = 0.8  # a misspelt word, read as the catalog word one edit away
+ENTITY_WEIGHT = 0.2  # tickers and company names say what to look up, barely which tool
+SINGLE_CURRENCY_WEIGHT = 0.5  # one currency named; two (a pair) are a full-weight exchange-rate signal
+US_WEIGHT = 0.3  # "US", "American", a state: fits the US-only series, never decides alone
+NOW_WEIGHT = 0.3  # "right now", "live", "latest": leans towards quotes, spot prices and current rates
+PAST_WEIGHT = 0.2  # a year, a month, "yesterday": leans towards history
+UNKNOWN_WEIGHT = 0.8  # a content word no tool knows counts against the match this much (of a rare word's weight)
+OUT_OF_SCOPE_WEIGHT = 1.5  # the same for a subject the catalog is known to lack (vocabulary.OUT_OF_SCOPE)
 
+# --- how tools are ranked ----------------------------------------------------------------------------------------
+BIGRAM_WEIGHT = 0.5  # two query words found side by side in a tool text: a bonus on top of the words themselves
+NAME_BONUS = 0.1  # a tool whose whole name the query says scores up to this much more (MACD, not MACDEXT)
+PRESENT_PRIOR = 0.05  # no date, no "now": a faint lean to live tools and away from their historical twins
+PREMIUM_FACTOR = 0.9  # between two tools that fit alike, the one a free key can call is the better answer
+LIGHT_TAIL = 0.3  # a light concept (weight < 1) skips tools it fits at less than this share of its best fit
+MIN_SHARE_OF_BEST = 0.3  # hits far below the best one are noise for the agent
 
-def tokenize(text: str) -> list[str]:
-    """Lower-case terms of a text; UPPER_SNAKE and camelCase names are split into their words."""
-    terms: list[str] = []
-    for raw in _WORD.findall(text.replace("_", " ")):
-        for piece in raw.split("/"):
-            parts = _CAMEL.findall(piece) or [piece]
-            terms.extend(p.lower() for p in parts)
-            if len(parts) > 1:
-                terms.append(piece.lower())
-    return [_stem(t) for t in terms]
+# --- when nothing fits (calibrated on the dev half of eval/queries.jsonl) --------------------------------------------
+# A query is off-topic when its confidence, the mean of two shares of its weight, stays below MIN_CONFIDENCE:
+# coverage, what the best COVERAGE_DEPTH tools answer between them (a query may need two tools), and the relative
+# score, what the best tool answers alone.
+MIN_CONFIDENCE = 0.5
+COVERAGE_DEPTH = 5
+MATCH_QUALITY = 0.5  # for coverage, a word found once in a description already counts as answered
 
-
-def _stem(term: str) -> str:
-    """A light plural/verb-ending strip, enough to match 'quotes' with 'quote'."""
-    if len(term) > 4 and term.endswith("ies"):
-        return term[:-3] + "y"
-    if len(term) > 3 and term.endswith("s") and not term.endswith(("ss", "us", "is")):
-        return term[:-1]
-    return term
+STOP_TERMS = vocab.STOPWORDS | vocab.TIME_FILLER
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,89 +97,556 @@ class Hit:
     category: str
 
 
+class Token(NamedTuple):
+    """A word of a text as typed (`raw`), lower-cased, and as indexed (`term`)."""
+
+    raw: str
+    lower: str
+    term: str
+
+
+@dataclass(slots=True)
+class Concept:
+    """One idea of a query: the terms that may answer it (each with a factor), its weight, and its mass, what a
+    perfect match scores (an unknown word has mass and no terms: it can only count against)."""
+
+    label: str
+    weight: float
+    terms: dict[str, float] = field(default_factory=dict)
+    mass: float = 0.0
+
+
+@dataclass(slots=True)
+class Analysis:
+    """How a query was read (`SearchIndex.analyse`): its concepts, word pairs, and the rules it triggered."""
+
+    concepts: list[Concept] = field(default_factory=list)
+    bigrams: list[str] = field(default_factory=list)
+    terms: frozenset[str] = frozenset()  # its content words as indexed, without synonyms
+    entities: list[str] = field(default_factory=list)
+    foreign: bool = False  # names a place outside the US: US-only tools do not answer it
+    action: bool = False  # asks to act (buy, sell, book, write ...), not to look something up
+    present: bool = False  # no date and no "now": taken to be about the present
+
+    @property
+    def mass(self) -> float:
+        return sum(c.mass for c in self.concepts)
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """What `SearchIndex.rank` found: (tool index, score) best first, the two shares behind the no-match rule, and
+    why the query counts as off-topic (None when it does not)."""
+
+    analysis: Analysis
+    scores: list[tuple[int, float]]
+    coverage: float
+    relative: float
+    confidence: float
+    off_topic: str | None
+
+
+# --- text to terms ---------------------------------------------------------------------------------------------
+
+
+def tokenize(text: str) -> list[Token]:
+    """The words of a text with their indexed forms: UPPER_SNAKE names split, 'P/E' and 'S&P' kept whole, '5min'
+    read as 'minute', 'day by day' as 'daily', '+DI' as 'plus di'. Stopwords are kept (callers drop them)."""
+    text = text.replace("_", " ").replace("’", "'")
+    if "." in text:
+        text = _US_DOTTED.sub(" US ", text)
+    if "+" in text or "-" in text:
+        text = _SIGNED_DIRECTION.sub(lambda m: (" plus " if m.group(1) == "+" else " minus ") + m.group(2), text)
+    if "&" in text or "/" in text:
+        text = _SPELLED_OUT.sub(lambda m: _ABBREVIATIONS[m.group(0).lower()], text)
+        text = _ABBREVIATION_JOIN.sub(r"\1\2", text)
+    if "'" in text:
+        text = _APOSTROPHE.sub("", text)
+    tokens = [Token(raw, raw.lower(), term) for raw in _TOKEN.findall(text) for term in _terms_of(raw.lower())]
+    return _join_phrases(tokens)
+
+
+@lru_cache(maxsize=16384)
+def _terms_of(lower: str) -> tuple[str, ...]:
+    """The indexed form(s) of one lower-case word: '5min' -> minute, 'q3' -> quarter, 'fy2025' -> fiscal year."""
+    if lower.isalpha():
+        if lower == "fy":
+            return ("fiscal", "year")
+        if len(lower) == 2 and lower[0] == "q" and lower[1] in "1234":
+            return ("quarter",)
+        return (stem(lower),)
+    if lower == "%":
+        return ("percent",)
+    if "." in lower:
+        return (lower,)  # a dotted ticker (BRK.B, TSCO.LON); tool texts split it (`_content_terms`)
+    unit = _NUMBER_UNIT.match(lower)
+    if unit and unit.group(2) in vocab.UNIT_WORDS:
+        return (vocab.UNIT_WORDS[unit.group(2)],)
+    if _QUARTER.match(lower):
+        return ("quarter",)
+    if _FISCAL.match(lower):
+        return ("fiscal", "year")
+    return (lower,)
+
+
+@lru_cache(maxsize=16384)
+def stem(word: str) -> str:
+    """A light suffix strip (plurals, -ing, -ed, final e) so 'trading', 'traded' and 'trades' meet at 'trad'."""
+    word = vocab.WORD_FORMS.get(word, word)
+    if len(word) <= 3 or not word.isalpha() or word in _UNSTEMMED:
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    stripped = False
+    if word.endswith("ing") and _SYLLABLE.search(word[:-3]):
+        word, stripped = word[:-3], True
+    elif word.endswith("ed") and _SYLLABLE.search(word[:-2]):
+        word, stripped = word[:-2], True
+    if stripped and len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
+        word = word[:-1]  # "shopping" -> "shop"
+    if word.endswith("e") and len(word) > 3:
+        word = word[:-1]
+    return word
+
+
+def _join_phrases(tokens: list[Token]) -> list[Token]:
+    """'day by day', 'each week', 'per month' -> the spacing adjective; 'after hours' -> 'afterhours'; 'how much
+    is' -> a price question."""
+    out: list[Token] = []
+    i, n = 0, len(tokens)
+    while i < n:
+        token = tokens[i]
+        word = token.lower
+        if i + 1 < n and (word in _PHRASE_STARTS or word in vocab.UNIT_WORDS):
+            nxt = tokens[i + 1].lower
+            after = tokens[i + 2].lower if i + 2 < n else ""
+            if word == "how" and nxt == "much" and after in _PRICE_QUESTION:
+                out.append(Token("how much", "how much", "price"))
+                i += 2
+                continue
+            joined = _PHRASES.get((word, nxt))
+            if joined:
+                out.append(Token(f"{token.raw} {tokens[i + 1].raw}", f"{word} {nxt}", joined))
+                i += 2
+                continue
+            unit = vocab.UNIT_WORDS.get(word)
+            if unit in vocab.SPACING_WORDS and nxt == "by" and vocab.UNIT_WORDS.get(after) == unit:
+                out.append(Token(f"{word} by {after}", f"{word} by {after}", stem(vocab.SPACING_WORDS[unit])))
+                i += 3
+                continue
+            if word in ("each", "every", "per") and len(nxt) > 1:
+                unit = vocab.UNIT_WORDS.get(nxt)
+                if unit in vocab.SPACING_WORDS:
+                    out.append(Token(f"{word} {nxt}", f"{word} {nxt}", stem(vocab.SPACING_WORDS[unit])))
+                    i += 2
+                    continue
+        out.append(token)
+        i += 1
+    return out
+
+
+def _content_terms(text: str) -> list[str]:
+    """Indexed terms of a tool text: stopwords and bare numbers dropped, dotted tickers split into their parts."""
+    terms: list[str] = []
+    for token in tokenize(text):
+        if token.lower in STOP_TERMS or token.term.isdigit():
+            continue
+        if "." in token.term:
+            terms.extend(stem(part) for part in token.term.split(".") if part and not part.isdigit())
+        else:
+            terms.append(token.term)
+    return terms
+
+
+def _bigrams(terms: list[str]) -> list[str]:
+    return [f"{a} {b}" for a, b in itertools.pairwise(terms) if a and b and a != b]
+
+
+def _deletes(word: str) -> list[str]:
+    return [word[:i] + word[i + 1 :] for i in range(len(word))]
+
+
+_APOSTROPHE = re.compile(r"'s\b|'")
+_US_DOTTED = re.compile(r"\bu\.s\.(?:a\.)?|\bu\.s\b", re.IGNORECASE)
+_SIGNED_DIRECTION = re.compile(r"(?<![a-z0-9])([+-])(d[im])\b", re.IGNORECASE)
+_ABBREVIATIONS = {"m&a": " mergers acquisitions ", "r&d": " research development "}
+_SPELLED_OUT = re.compile(r"(?<![a-z0-9])(?:m&a|r&d)(?![a-z0-9])", re.IGNORECASE)
+_ABBREVIATION_JOIN = re.compile(r"(?<![a-z0-9])([a-z0-9]{1,2})[&/]([a-z0-9]{1,2})(?![a-z0-9])", re.IGNORECASE)
+_TOKEN = re.compile(r"[A-Za-z0-9]+(?:\.[A-Za-z]{1,4}\b(?!\.))?|%")
+_NUMBER_UNIT = re.compile(r"^(\d+)([a-z]+)$")
+_QUARTER = re.compile(r"^(?:\d{2,4})?q[1-4](?:\d{2,4})?$")
+_FISCAL = re.compile(r"^fy\d{0,4}$")
+# What is left after "-ing"/"-ed" must still hold a vowel followed by a consonant: "boeing" is not "boe" + ing.
+_SYLLABLE = re.compile(r"[aeiou][^aeiou]")
+_UNSTEMMED = frozenset({"news", "series", "gas", "plus", "minus", "status", "bias", "analysis", "basis", "us", "sales"})
+_PHRASES: dict[tuple[str, str], str] = {
+    ("after", "hours"): "afterhours",
+    ("after", "hour"): "afterhours",
+    ("post", "market"): "afterhours",
+    ("pre", "market"): "premarket",
+    ("wall", "street"): "market",
+    ("trading", "at"): "price",
+    ("trade", "at"): "price",
+}
+_PHRASE_STARTS = frozenset({first for first, _ in _PHRASES} | {"how", "each", "every", "per"})
+# "how much is ...", "how much are ...": a price question ("how much debt ..." is not).
+_PRICE_QUESTION = frozenset({"is", "are", "was", "were", "does", "do", "did", "would", "will"})
+
+
+# --- the index -----------------------------------------------------------------------------------------------------
+
+
 class SearchIndex:
-    """Per-field term statistics over a fixed set of tools; built once, read-only afterwards."""
+    """Per-term postings over a fixed set of tools; built once, read-only afterwards (safe to share)."""
 
     def __init__(self, tools: Iterable[CatalogTool]) -> None:
         self._tools = list(tools)
-        self._fields: list[dict[str, Counter[str]]] = [self._document(t) for t in self._tools]
-        self._lengths = [{f: sum(counts.values()) for f, counts in doc.items()} for doc in self._fields]
-        self._avg_len = {
-            f: (sum(sum(doc[f].values()) for doc in self._fields) / max(len(self._fields), 1)) or 1.0
-            for f in FIELD_WEIGHTS
-        }
-        doc_freq: Counter[str] = Counter()
-        for doc in self._fields:
-            doc_freq.update({term for counts in doc.values() for term in counts})
-        # Words found only in example questions are mostly entities (tickers, company names):
-        # they may break ties but must not decide which kind of tool answers.
-        described = {term for doc in self._fields for f, counts in doc.items() if f != "examples" for term in counts}
-        self._example_only = {term for term in doc_freq if term not in described}
-        n = max(len(self._tools), 1)
-        self._idf = {term: math.log(1 + (n - df + 0.5) / (df + 0.5)) for term, df in doc_freq.items()}
+        n = len(self._tools)
+        seen: dict[str, list[str]] = {}  # texts repeat (shared parameters): tokenize each once
+        fields = [self._fields(tool, seen) for tool in self._tools]
+        curated = {t for doc in fields for name in _CURATED_FIELDS for t in doc[name][0]}
+        # Example questions name tickers and companies; those words must not make a tool about them.
+        entity_terms = (_ENTITY_TERMS - curated) - {stem(w) for w in vocab.SYNONYMS}
+        for doc in fields:
+            terms, pairs = doc["examples"]
+            doc["examples"] = (
+                [t for t in terms if t not in entity_terms],
+                [p for p in pairs if not entity_terms.intersection(p.split())],
+            )
+        avg_len = {name: (sum(len(doc[name][0]) for doc in fields) / max(n, 1)) or 1.0 for name in FIELD_WEIGHTS}
+        # Document frequency counts the fields that say what a tool is about: a shared parameter's description
+        # ("0 SMA, 1 EMA, ...") repeated on forty tools must not make "ema" a common word, nor "daily" the many
+        # example questions that ask for an indicator "on the daily chart".
+        about: Counter[str] = Counter()
+        for doc in fields:
+            about.update({t for name in _ABOUT_FIELDS for part in doc[name] for t in part})
+        quality: dict[str, dict[int, float]] = defaultdict(dict)
+        for index, doc in enumerate(fields):
+            weighted: dict[str, float] = defaultdict(float)  # BM25F: field-weighted, length-normalised counts
+            for name, (terms, pairs) in doc.items():
+                b = FIELD_B[name]
+                norm = FIELD_WEIGHTS[name] / (1 - b + b * len(terms) / avg_len[name])
+                for term, count in Counter(terms + pairs).items():
+                    weighted[term] += count * norm
+            for term, tf in weighted.items():
+                quality[term][index] = tf / (tf + K1)  # saturated: how much the tool is about the term, 0..1
+        # Each posting holds idf x quality, a term's contribution to a tool, ready to add. Word pairs are only looked
+        # up (a bonus); single words are also kept sorted, best tool first, so light concepts can stop early.
+        self._postings: dict[str, dict[int, float]] = {}
+        self._pairs: dict[str, dict[int, float]] = {}
+        for term, docs in quality.items():
+            df = about.get(term) or len(docs)
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            (self._pairs if " " in term else self._postings)[term] = {doc: idf * q for doc, q in docs.items()}
+        self._ordered = {term: sorted(docs.items(), key=lambda item: -item[1]) for term, docs in self._postings.items()}
+        # The most a term scores for any tool is a concept's mass: a word that only turns up in passing ("add", "big"
+        # in one description) weighs less than one some tool is about, so leaving it unanswered costs less.
+        self._peak = {term: docs[0][1] for term, docs in self._ordered.items()}
+        self._rare = math.log(1 + (n - 0.5) / 1.5) if n else 1.0  # the idf of a word only one tool has
+        self._vocabulary = frozenset(self._postings)
+        self._curated = frozenset(curated)
+        self._us_only = frozenset(i for i, tool in enumerate(self._tools) if US_ONLY.search(tool.summary))
+        self._premium = [PREMIUM_FACTOR if tool.premium else 1.0 for tool in self._tools]
+        # Synonyms by the word as typed first ("closed" -> market hours), then by its stem ("closes" -> "close").
+        self._synonyms: dict[str, tuple[str, ...]] = {}
+        for word, synonyms in vocab.SYNONYMS.items():
+            stems = tuple(dict.fromkeys(stem(s) for s in synonyms if stem(s) != stem(word)))
+            self._synonyms[word] = stems
+            self._synonyms.setdefault(stem(word), stems)
+        # Misspellings: every catalog word of 5+ letters under each of its one-letter deletions.
+        self._deletions: dict[str, list[str]] = defaultdict(list)
+        for term in self._vocabulary:
+            if len(term) >= 5 and term.isalpha():
+                for variant in _deletes(term):
+                    self._deletions[variant].append(term)
+        self._name_terms: dict[str, list[tuple[int, float]]] = defaultdict(list)
+        for index, tool in enumerate(self._tools):
+            own = set(_content_terms(tool.name))
+            for term in own:
+                self._name_terms[term].append((index, 1 / len(own)))
+        # Tools named for live or for past data (REALTIME_OPTIONS, HISTORICAL_OPTIONS): +1 / -1.
+        tense = {stem("realtime"): 1, stem("historical"): -1}
+        self._tense = [(doc, sign) for term, sign in tense.items() for doc, _ in self._name_terms.get(term, ())]
+        self._out_of_scope = frozenset(tuple(t.term for t in tokenize(p)) for p in vocab.OUT_OF_SCOPE)
 
     @staticmethod
-    def _document(tool: CatalogTool) -> dict[str, Counter[str]]:
+    def _fields(tool: CatalogTool, seen: dict[str, list[str]]) -> dict[str, tuple[list[str], list[str]]]:
+        """Every field as (terms, word pairs); list fields pair words within an item, never across two."""
+
+        def many(texts: Iterable[str]) -> tuple[list[str], list[str]]:
+            terms: list[str] = []
+            pairs: list[str] = []
+            for text in texts:
+                item = seen.get(text)
+                if item is None:
+                    item = seen[text] = _content_terms(text)
+                terms += item
+                pairs += _bigrams(item)
+            return terms, pairs
+
         return {
-            "name": Counter(tokenize(tool.name)),
-            "title": Counter(tokenize(tool.title)),
-            "keywords": Counter(tokenize(" ".join(tool.keywords))),
-            "summary": Counter(tokenize(tool.summary)),
-            "examples": Counter(tokenize(" ".join(tool.examples))),
-            "description": Counter(tokenize(tool.description)),
-            "params": Counter(tokenize(" ".join(p.name for p in tool.params))),
+            "name": many([tool.name]),
+            "title": many([tool.title]),
+            "keywords": many(tool.keywords),
+            "summary": many([tool.summary]),
+            "examples": many(tool.examples),
+            "description": many([tool.description]),
+            "param_names": many(p.name for p in tool.params),
+            "param_text": many(p.description for p in tool.params if p.description),
         }
 
-    def query_terms(self, query: str) -> dict[str, float]:
-        """Query terms with weights: words as typed weigh 1, synonyms they bring in weigh less."""
-        weights: dict[str, float] = {}
-        for term in tokenize(query):
-            if term in STOPWORDS:
-                continue
-            weights[term] = max(weights.get(term, 0.0), 1.0)
-            for extra in SYNONYMS.get(term, ()):
-                extra = _stem(extra)
-                if extra != term:
-                    weights[extra] = max(weights.get(extra, 0.0), 0.5)
-        return weights
+    # --- searching --------------------------------------------------------------------------------------------
 
     def search(self, query: str, *, limit: int = 5, categories: frozenset[str] | None = None) -> list[Hit]:
-        """The best `limit` tools for `query`, best first; empty when nothing is a good match."""
-        terms = {
-            t: w * (ENTITY_WEIGHT if t in self._example_only else 1.0)
-            for t, w in self.query_terms(query).items()
-            if t in self._idf
-        }
-        if not terms:
+        """The best `limit` tools for `query`, best first; empty when nothing is a good match (`Ranking.off_topic`)."""
+        ranking = self.rank(query, limit=limit, categories=categories)
+        if ranking.off_topic:
             return []
-        # What a tool scores when every query term is a strong match in its three best fields:
-        # scores are shown relative to it (0..1), and the no-match threshold is a share of it.
-        ceiling = sum(w * self._idf[t] for t, w in terms.items()) * STRONG_MATCH
-        scored: list[tuple[float, int]] = []
-        for index, doc in enumerate(self._fields):
-            tool = self._tools[index]
-            if categories and tool.category not in categories:
-                continue
-            score = 0.0
-            lengths = self._lengths[index]
-            for term, weight in terms.items():
-                term_score = 0.0
-                for field_name, field_weight in FIELD_WEIGHTS.items():
-                    tf = doc[field_name].get(term, 0)
-                    if tf:
-                        length = lengths[field_name]
-                        norm = tf * (K1 + 1) / (tf + K1 * (0.25 + 0.75 * length / self._avg_len[field_name]))
-                        term_score += field_weight * norm
-                score += weight * self._idf[term] * term_score
-            if score > 0:
-                scored.append((score * (PREMIUM_FACTOR if tool.premium else 1.0), index))
-        scored.sort(key=lambda item: (-item[0], self._tools[item[1]].name))
+        total = ranking.analysis.mass
+        best = ranking.scores[0][1]
         hits = []
-        best = scored[0][0] if scored else 0.0
-        for score, index in scored[:limit]:
-            relative = min(score / ceiling, 1.0) if ceiling else 0.0
-            if relative < MIN_RELATIVE_SCORE or score < best * MIN_SHARE_OF_BEST:
+        for index, score in ranking.scores[:limit]:
+            if score < best * MIN_SHARE_OF_BEST:
                 break
             tool = self._tools[index]
-            hits.append(Hit(tool.name, round(relative, 3), tool.summary, tool.category))
+            hits.append(Hit(tool.name, round(min(score / total, 1.0), 3), tool.summary, tool.category))
         return hits
+
+    def rank(self, query: str, *, limit: int = 5, categories: frozenset[str] | None = None) -> Ranking:
+        """Score the tools sharing a term with the query (keeping the best `limit`, at least COVERAGE_DEPTH) and
+        judge whether the query is answerable at all. `search` turns this into hits; it also explains a result."""
+        analysis = self.analyse(query)
+        total = analysis.mass
+        if analysis.action:
+            return Ranking(analysis, [], 0.0, 0.0, 0.0, "a request to act, not to look something up")
+        if total <= 0:
+            return Ranking(analysis, [], 0.0, 0.0, 0.0, "no content words")
+        scores: dict[int, float] = defaultdict(float)
+        for concept in analysis.concepts:
+            weight = concept.weight
+            # A light concept (an entity, a hint) only needs the tools it fits best; a weak tail changes no ranking.
+            floor = 0.0 if weight >= 1.0 else concept.mass / weight * LIGHT_TAIL
+            if len(concept.terms) == 1:
+                ((term, factor),) = concept.terms.items()
+                for doc, value in self._ordered[term]:
+                    if value * factor < floor:
+                        break
+                    scores[doc] += weight * factor * value
+                continue
+            # A tool matching a word and its synonym counts once, for the better of the two.
+            best: dict[int, float] = {}
+            for term, factor in concept.terms.items():
+                for doc, value in self._ordered[term]:
+                    value *= factor
+                    if value < floor:
+                        break
+                    if value > best.get(doc, 0.0):
+                        best[doc] = value
+            for doc, value in best.items():
+                scores[doc] += weight * value
+        for pair in analysis.bigrams:
+            for doc, value in self._pairs[pair].items():
+                scores[doc] += BIGRAM_WEIGHT * value
+        # Tie-breakers outside the query's weight: the tool whose own name the query says (MACD, not MACDEXT; ADX,
+        # not ADXR), and for a question without a date the live tool over its historical twin.
+        named: dict[int, float] = defaultdict(float)
+        for term in analysis.terms:
+            for doc, share in self._name_terms.get(term, ()):
+                named[doc] += share
+        for doc, share in named.items():
+            if doc in scores:
+                scores[doc] *= 1 + NAME_BONUS * share
+        if analysis.present:
+            for doc, sign in self._tense:
+                if doc in scores:
+                    scores[doc] *= 1 + sign * PRESENT_PRIOR
+        premium = self._premium
+        excluded = self._us_only if analysis.foreign else frozenset()
+        if excluded or categories:
+            tools = self._tools
+            candidates = [
+                (score * premium[doc], -doc)
+                for doc, score in scores.items()
+                if doc not in excluded and (not categories or tools[doc].category in categories)
+            ]
+        else:
+            candidates = [(score * premium[doc], -doc) for doc, score in scores.items()]
+        top = [(-doc, score) for score, doc in heapq.nlargest(max(limit, COVERAGE_DEPTH), candidates)]
+        if not top:
+            return Ranking(analysis, [], 0.0, 0.0, 0.0, "no tool shares a word with it")
+        depth = [doc for doc, _ in top[:COVERAGE_DEPTH]]
+        covered = 0.0
+        for concept in analysis.concepts:
+            if concept.terms:
+                reached = concept.weight * max(
+                    factor * self._postings[term].get(doc, 0.0)
+                    for term, factor in concept.terms.items()
+                    for doc in depth
+                )
+                covered += min(reached / (concept.mass * MATCH_QUALITY), 1.0) * concept.mass
+        coverage, relative = covered / total, top[0][1] / total
+        confidence = (coverage + min(relative, 1.0)) / 2
+        reason = "the best tools leave too much of it unanswered" if confidence < MIN_CONFIDENCE else None
+        return Ranking(analysis, top, coverage, relative, confidence, reason)
+
+    # --- reading a query ------------------------------------------------------------------------------------
+
+    def analyse(self, query: str) -> Analysis:
+        """Read a query into weighted concepts (see the module docstring); `rank` scores tools against them."""
+        tokens = tokenize(query)
+        analysis = Analysis(action=_asks_to_act(tokens))
+        consumed = [False] * len(tokens)
+        for i in range(len(tokens)):
+            for size in (2, 1):
+                phrase = tuple(t.term for t in tokens[i : i + size])
+                if len(phrase) == size and not any(consumed[i : i + size]) and phrase in self._out_of_scope:
+                    analysis.concepts.append(self._unknown(" ".join(phrase), OUT_OF_SCOPE_WEIGHT))
+                    consumed[i : i + size] = [True] * size
+        words: dict[str, Concept] = {}
+        content: list[str] = []  # indexed terms in order ("" between phrases), for word pairs
+        said: set[str] = set()  # words the query means without typing them
+        currencies: list[str] = []
+        weak_currencies: list[str] = []
+        coins: list[str] = []
+        now = past = False
+        for i, (raw, lower, term) in enumerate(tokens):
+            if consumed[i]:
+                content.append("")
+            elif lower in vocab.NOW_WORDS:
+                now = True
+            elif lower in _PAST_MARKERS or (len(term) == 4 and term.isdigit() and term[:2] in ("19", "20")):
+                past = True
+            elif lower in ("plus", "minus") and (i + 1 == len(tokens) or tokens[i + 1].lower not in _SIGNED):
+                continue  # "news plus quote": a conjunction, not +DI or -DM
+            elif lower in STOP_TERMS or (not term.isalpha() and term not in self._vocabulary and "." not in term):
+                continue  # stopwords, numbers, dates
+            elif "." in term:
+                if _DOTTED_TICKER.match(raw) and lower not in _NOT_TICKERS:
+                    analysis.entities.append(raw)  # BRK.B, TSCO.LON
+                content.append("")
+            elif lower in vocab.FOREIGN_PLACES:
+                analysis.foreign = True
+                content.append("")
+            elif lower in vocab.US_WORDS or lower in vocab.US_STATES or raw == "US":
+                words.setdefault("us", self._concept("US", US_WEIGHT, {"us": 1.0}))
+                content.append("")
+            elif lower in vocab.CURRENCY_CODES or lower in vocab.CURRENCY_NAMES:
+                currencies.append(lower)
+                content.append("")
+            elif len(lower) == 6 and lower[:3] in vocab.CURRENCY_CODES and lower[3:] in vocab.CURRENCY_CODES:
+                currencies += [lower[:3], lower[3:]]  # EURUSD
+                content.append("")
+            elif lower in vocab.WEAK_CURRENCY_NAMES:
+                weak_currencies.append(lower)
+                content.append("")
+            elif lower in vocab.CRYPTO_COINS:
+                coins.append(lower)
+                content.append("crypto")
+            elif self._is_entity(raw, lower, term, position=i):
+                analysis.entities.append(raw)
+                content.append("")
+            else:
+                content.append(term)
+                if term not in words:
+                    words[term] = self._word(term, lower)
+        # Two currencies (or a coin and a currency) ask what one is worth in the other; one alone leans to FX.
+        if currencies and len(currencies) + len(set(coins)) + len(weak_currencies) >= 2:
+            words.setdefault("(fx)", self._concept("currency pair", 1.0, _FX_HINT))
+            said.add("fx")  # a pair names the FX tools as surely as the word would
+        elif currencies and not coins:
+            words.setdefault("(fx)", self._concept("currency", SINGLE_CURRENCY_WEIGHT, _FX_HINT))
+        if coins:
+            words.setdefault(stem("crypto"), self._word(stem("crypto"), "crypto"))
+        if now:
+            words.setdefault("(now)", self._concept("now", NOW_WEIGHT, _NOW_HINT))
+        if past:
+            words.setdefault("(past)", self._concept("past", PAST_WEIGHT, _PAST_HINT))
+        if analysis.entities:
+            analysis.concepts.append(
+                self._concept("entity: " + ", ".join(analysis.entities), ENTITY_WEIGHT, _ENTITY_HINT)
+            )
+        analysis.concepts.extend(words.values())
+        analysis.present = not now and not past
+        analysis.terms = frozenset(t for t in content if t) | said
+        pairs = dict.fromkeys(_bigrams(content))
+        analysis.bigrams = [pair for pair in pairs if pair in self._pairs]
+        return analysis
+
+    def _is_entity(self, raw: str, lower: str, term: str, *, position: int) -> bool:
+        """A ticker or a company: all-caps and not a catalog word (AAPL, not GDP), a known ticker or company name,
+        or a capitalised word the catalog does not know (Rivian)."""
+        if lower in vocab.SYNONYMS:
+            return False
+        if term in self._curated:
+            return lower in vocab.TICKERS and len(raw) > 3 and _TICKER_SHAPE.match(raw) is not None  # META
+        if _TICKER_SHAPE.match(raw) or lower in vocab.TICKERS or lower in vocab.COMPANY_WORDS:
+            return True
+        return raw[:1].isupper() and term not in self._vocabulary and position > 0
+
+    def _word(self, term: str, typed: str) -> Concept:
+        """A content word with its synonyms; a misspelling read as the nearest catalog word; else an unknown word."""
+        expansions: dict[str, float] = {}
+        if term in self._vocabulary:
+            expansions[term] = 1.0
+        for synonym in self._synonyms.get(typed) or self._synonyms.get(term, ()):
+            expansions.setdefault(synonym, SYNONYM_FACTOR)
+        if not any(t in self._vocabulary for t in expansions):
+            fixed = self._correct(term)
+            if fixed is None:
+                return self._unknown(term, UNKNOWN_WEIGHT)
+            expansions = {fixed: FUZZY_FACTOR}
+            for synonym in self._synonyms.get(fixed, ()):
+                expansions.setdefault(synonym, FUZZY_FACTOR * SYNONYM_FACTOR)
+        return self._concept(term, 1.0, expansions)
+
+    def _concept(self, label: str, weight: float, terms: dict[str, float]) -> Concept:
+        known = {t: f for t, f in terms.items() if t in self._postings}
+        best = max((f * self._peak[t] for t, f in known.items()), default=0.0)
+        return Concept(label, weight, known, weight * best)
+
+    def _unknown(self, label: str, share: float) -> Concept:
+        return Concept(label, 1.0, {}, share * self._rare)
+
+    def _correct(self, term: str) -> str | None:
+        """The catalog word one edit (or one swap) away from an unknown word of 5+ letters; the most common wins."""
+        if len(term) < 5 or not term.isalpha():
+            return None
+        found: set[str] = set(self._deletions.get(term, ()))
+        for variant in _deletes(term):
+            if variant in self._vocabulary:
+                found.add(variant)
+            found.update(self._deletions.get(variant, ()))
+        if not found:
+            return None
+        return max(found, key=lambda t: (t[0] == term[0], len(self._postings[t]), t))
+
+
+def _asks_to_act(tokens: list[Token]) -> bool:
+    """'buy 10 shares ...', 'sell all my ...', 'please book me a ...', 'help me write a ...': an order, not a need."""
+    words = [t.lower for t in tokens[:6]]
+    while words and words[0] in _POLITE:
+        words.pop(0)
+    return (
+        len(words) > 1 and words[0] in vocab.ACTION_VERBS and (words[1] in vocab.ACTION_OBJECTS or words[1].isdigit())
+    )
+
+
+_POLITE = frozenset({"please", "help", "me", "can", "could", "would", "you", "kindly", "i", "want", "to", "need"})
+_TICKER_SHAPE = re.compile(r"^[A-Z]{1,5}$")
+_DOTTED_TICKER = re.compile(r"^[A-Za-z]{1,10}\.[A-Za-z]{1,4}$")
+_NOT_TICKERS = frozenset({"e.g", "i.e", "vs.", "etc"})
+_SIGNED = frozenset({"di", "dm", "directional"})
+_CURATED_FIELDS = ("name", "title", "summary", "keywords")
+_ABOUT_FIELDS = ("name", "title", "summary", "keywords", "description")
+_ENTITY_TERMS = frozenset(stem(w) for w in vocab.TICKERS | vocab.COMPANY_WORDS)
+# Light hints: a ticker or company alone most often wants its quote; a currency pair the rate between them now
+# ("daily", "weekly" bring in the FX series); "now" the live tools; a date the historical ones.
+_ENTITY_HINT = {stem("quote"): 1.0, "stock": 0.7, stem("price"): 0.7}
+_FX_HINT = {stem("exchange"): 1.0, "currency": 0.8, stem("convert"): 0.8}
+_NOW_HINT = {"now": 1.0, "current": 1.0, stem("live"): 1.0, stem("realtime"): 1.0, "latest": 1.0, "spot": 0.7}
+_PAST_HINT = {stem("historical"): 1.0, "past": 1.0, "history": 0.8}
+_PAST_MARKERS = frozenset(vocab.MONTHS) | {"yesterday", "yesterdays"}

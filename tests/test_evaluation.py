@@ -328,7 +328,9 @@ def test_console_script_runs_eval(query_file: Path) -> None:
 
 
 @pytest.mark.skipif(not PUBLIC_QUERIES.is_file(), reason="eval/queries.jsonl is not there")
-@pytest.mark.xfail(strict=False, reason="search tuning in progress")
+# Lexical search reaches the Recall@1, Recall@5 and MRR floors; the no-match rate on negatives is 0.883 (dev 1.000,
+# test 0.767), below 0.90. Kept as xfail until it holds without tuning on the test split.
+@pytest.mark.xfail(strict=False, reason="no-match rate on the negatives is 0.883, below the 0.90 floor")
 def test_engine_meets_the_floors_on_the_public_set(catalog: Catalog) -> None:
     run = run_eval(catalog, load_queries(PUBLIC_QUERIES, catalog), engine_ranker(catalog))
     reached = {name: run["metrics"][name] for name in FLOORS}

@@ -124,6 +124,88 @@ def test_tool_search_rejects_bad_arguments(surface: Surface, arguments: dict[str
     assert failed
 
 
+def best_tool(surface: Surface, query: str) -> str | None:
+    found, failed = call(surface, "TOOL_SEARCH", {"query": query})
+    assert not failed
+    return found["results"][0]["name"] if found["results"] else None
+
+
+@pytest.mark.parametrize(
+    ("query", "tool"),
+    [
+        # abbreviations and jargon the tool texts spell differently
+        ("P/E and market cap of costco", "OVERVIEW"),
+        ("FCF trend for AMZN", "CASH_FLOW"),
+        ("EPS history of IBM", "EARNINGS"),
+        ("+DI on QQQ", "PLUS_DI"),
+        ("-DM for XOM", "MINUS_DM"),
+        ("10y treasury", "TREASURY_YIELD"),
+        ("NFP", "NONFARM_PAYROLL"),
+        ("OHLCV 5min bars for TSLA", "TIME_SERIES_INTRADAY"),
+        ("day-by-day closes for IBM", "TIME_SERIES_DAILY"),
+        # the tool named by the query wins over its look-alikes
+        ("macd for GOOG", "MACD"),
+        ("ADX of MSFT", "ADX"),
+        # currency pairs: a rate now, or a series when a spacing is given
+        ("usd to jpy", "CURRENCY_EXCHANGE_RATE"),
+        ("EUR/USD weekly candles", "FX_WEEKLY"),
+        ("GBPUSD daily history", "FX_DAILY"),
+        ("btc in euros", "CURRENCY_EXCHANGE_RATE"),
+        # a misspelling one edit away
+        ("unemploymnet rate", "UNEMPLOYMENT"),
+    ],
+)
+def test_tool_search_knows_the_domains_words(surface: Surface, query: str, tool: str) -> None:
+    assert best_tool(surface, query) == tool
+
+
+@pytest.mark.parametrize(
+    ("query", "tool"),
+    [
+        ("RSI for KO", "RSI"),  # KO is a ticker, not a word
+        ("Rivian insider selling", "INSIDER_TRANSACTIONS"),  # an unknown capitalised name is an entity
+        ("news about Tesla and Apple", "NEWS_SENTIMENT"),
+        ("NVDA", "GLOBAL_QUOTE"),  # a ticker alone asks for its quote
+        ("how is Microsoft doing today", "GLOBAL_QUOTE"),
+    ],
+)
+def test_tool_search_entities_do_not_swamp_the_need(surface: Surface, query: str, tool: str) -> None:
+    assert best_tool(surface, query) == tool
+
+
+def test_tool_search_skips_us_only_series_for_other_countries(surface: Surface) -> None:
+    assert best_tool(surface, "US inflation rate") == "INFLATION"
+    assert best_tool(surface, "UK inflation rate") is None
+    assert best_tool(surface, "unemployment in Japan") is None
+    # ...but a place does not hide the tools that are not US-only
+    assert best_tool(surface, "Brazil coffee prices") == "COFFEE"
+    assert best_tool(surface, "canadian dollars to euros") == "CURRENCY_EXCHANGE_RATE"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "palladium price per ounce",  # a metal the catalog has no series for
+        "30 year mortgage rates",
+        "consumer confidence index",
+        "buy 10 shares of AAPL",  # a request to act
+        "please sell all my bitcoin",
+        "recipe for banana bread",
+        "who won the game last night",
+    ],
+)
+def test_tool_search_says_no_match_for_what_the_catalog_lacks(surface: Surface, query: str) -> None:
+    assert best_tool(surface, query) is None
+
+
+def test_tool_search_scores_are_shares_of_the_query(surface: Surface) -> None:
+    found, _ = call(surface, "TOOL_SEARCH", {"query": "income statement and balance sheet for IBM", "limit": 10})
+    results = found["results"]
+    assert {r["name"] for r in results[:2]} == {"INCOME_STATEMENT", "BALANCE_SHEET"}
+    assert all(0 < r["score"] <= 1 for r in results)
+    assert results[-1]["score"] >= 0.3 * results[0]["score"]  # far weaker hits are left out
+
+
 def test_tool_get_one_and_many(surface: Surface, catalog: Catalog) -> None:
     one, failed = call(surface, "TOOL_GET", {"tool_name": "GLOBAL_QUOTE"})
     assert not failed
