@@ -5,7 +5,7 @@ that matches its declared `outputSchema`. Example::
 
     meta = MetaTools(catalog)
     meta.tool_search({"query": "apple stock price"})["results"][0]["name"]   # 'GLOBAL_QUOTE'
-    meta.tool_search({"query": "apple stock price", "schemas": True})  # the best 1-3 carry "inputSchema"
+    meta.tool_search({"query": "apple stock price", "schemas": True})  # the best 1-2 carry "inputSchema"
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ META_TOOL_NAMES = (TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL)
 DETAIL_LEVELS = ("names", "summary")
 MAX_GET = 10
 MAX_SEARCH_LIMIT = 20
-# TOOL_SEARCH {schemas: true} gives the best hit its input schema, and up to two more that score
-# close to it: where the ranking is unsure the agent still calls without TOOL_GET, and a clear winner
-# costs one schema, not three. (On the spec's example questions, 0.7 of the best keeps the right tool
-# among the schemas as often as the top 3 do, with about half the schemas.)
-SEARCH_SCHEMA_HITS = 3
-SEARCH_SCHEMA_SHARE = 0.7
+# TOOL_SEARCH {schemas: true} gives the best hit its input schema, and the second one too when it
+# scores within 10% of the best: where the ranking is unsure the agent still calls without TOOL_GET,
+# and a clear winner costs one schema. (Chosen on the dev half of eval/queries.jsonl: the right tool
+# is among the schemas for 98.5% of answerable queries, with 1.22 schemas on average; the top hit
+# alone: 96%; 0.7 of the best and up to 3 hits: 99.5% with 1.68 schemas.)
+SEARCH_SCHEMA_HITS = 2
+SEARCH_SCHEMA_SHARE = 0.9
 # A short prefix of each tool's SHA-256 is enough to notice change, at a fraction of the tokens.
 HASH_CHARS = 16
 

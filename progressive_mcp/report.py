@@ -402,7 +402,7 @@ def render(report: dict[str, Any]) -> str:
         row("TOOL_LIST detail=summary, whole catalog", tool_list["catalog"]["summary"]),
         row(f"TOOL_SEARCH, mean of {len(search['queries'])} queries", search["mean"]),
         row(f"TOOL_SEARCH, max of {len(search['queries'])} queries", search["max"]),
-        row("TOOL_SEARCH schemas=true, mean (best 1-3 hits with schema)", search["schemas_mean"]),
+        row(f"TOOL_SEARCH schemas=true, mean (best 1-{SEARCH_SCHEMA_HITS} hits with schema)", search["schemas_mean"]),
         row("TOOL_SEARCH schemas=true, max", search["schemas_max"]),
         row("TOOL_GET one tool, mean", get["mean"]),
         row("TOOL_GET one tool, median", get["median"]),
