@@ -17,14 +17,19 @@ for every tool is computed once, when the index is built. The words it understan
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import math
 import re
+from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from itertools import repeat
+from operator import itemgetter, mul
 from typing import NamedTuple
 
 from progressive_mcp import vocabulary as vocab
@@ -152,18 +157,47 @@ class Ranking:
 def tokenize(text: str) -> list[Token]:
     """The words of a text with their indexed forms: UPPER_SNAKE names split, 'P/E' and 'S&P' kept whole, '5min'
     read as 'minute', 'day by day' as 'daily', '+DI' as 'plus di'. Stopwords are kept (callers drop them)."""
+    raws = _TOKEN.findall(_normalise(text))
+    lowers = [raw.lower() for raw in raws]
+    tokens: list[Token] = []
+    done = 0
+    for start, size, term in _phrases(lowers):
+        tokens += _tokens(raws[done:start], lowers[done:start])
+        lower = " ".join(lowers[start : start + size])
+        # A fixed phrase ('after hours') keeps the words as typed; the others read them lower-cased.
+        raw = " ".join(raws[start : start + size]) if (lowers[start], lowers[start + 1]) in _PHRASES else lower
+        tokens.append(Token(raw, lower, term))
+        done = start + size
+    tokens += _tokens(raws[done:], lowers[done:])
+    return tokens
+
+
+def _tokens(raws: list[str], lowers: list[str]) -> list[Token]:
+    return [Token(raw, lower, term) for raw, lower in zip(raws, lowers, strict=True) for term in _terms_of(lower)]
+
+
+def _normalise(text: str) -> str:
+    """The rewrites before words are split; each regex runs only on a text holding the characters it needs."""
     text = text.replace("_", " ").replace("’", "'")
-    if "." in text:
+    if ".s" in text or ".S" in text:
         text = _US_DOTTED.sub(" US ", text)
-    if "+" in text or "-" in text:
+    if "-d" in text or "+d" in text or "-D" in text or "+D" in text:
         text = _SIGNED_DIRECTION.sub(lambda m: (" plus " if m.group(1) == "+" else " minus ") + m.group(2), text)
-    if "&" in text or "/" in text:
+    if "&" in text:
         text = _SPELLED_OUT.sub(lambda m: _ABBREVIATIONS[m.group(0).lower()], text)
+    if "&" in text or "/" in text:
         text = _ABBREVIATION_JOIN.sub(r"\1\2", text)
     if "'" in text:
-        text = _APOSTROPHE.sub("", text)
-    tokens = [Token(raw, raw.lower(), term) for raw in _TOKEN.findall(text) for term in _terms_of(raw.lower())]
-    return _join_phrases(tokens)
+        text = _APOSTROPHE.sub("", text) if "'s" in text else text.replace("'", "")
+    return text
+
+
+def _lower_words(text: str) -> list[str]:
+    """The lower-case words of a text, as `tokenize` reads them (without the per-word tokens)."""
+    text = _normalise(text)
+    if text.isascii():  # lower-casing ASCII changes no word boundary (a few other letters grow when lowered)
+        return _TOKEN.findall(text.lower())
+    return [raw.lower() for raw in _TOKEN.findall(text)]
 
 
 @lru_cache(maxsize=16384)
@@ -178,7 +212,7 @@ def _terms_of(lower: str) -> tuple[str, ...]:
     if lower == "%":
         return ("percent",)
     if "." in lower:
-        return (lower,)  # a dotted ticker (BRK.B, TSCO.LON); tool texts split it (`_content_terms`)
+        return (lower,)  # a dotted ticker (BRK.B, TSCO.LON); tool texts split it (`_content_of`)
     unit = _NUMBER_UNIT.match(lower)
     if unit and unit.group(2) in vocab.UNIT_WORDS:
         return (vocab.UNIT_WORDS[unit.group(2)],)
@@ -213,53 +247,91 @@ def stem(word: str) -> str:
     return word
 
 
-def _join_phrases(tokens: list[Token]) -> list[Token]:
-    """'day by day', 'each week', 'per month' -> the spacing adjective; 'after hours' -> 'afterhours'; 'how much
-    is' -> a price question."""
-    out: list[Token] = []
-    i, n = 0, len(tokens)
-    while i < n:
-        token = tokens[i]
-        word = token.lower
-        if i + 1 < n and (word in _PHRASE_STARTS or word in vocab.UNIT_WORDS):
-            nxt = tokens[i + 1].lower
-            after = tokens[i + 2].lower if i + 2 < n else ""
-            if word == "how" and nxt == "much" and after in _PRICE_QUESTION:
-                out.append(Token("how much", "how much", "price"))
-                i += 2
-                continue
-            joined = _PHRASES.get((word, nxt))
-            if joined:
-                out.append(Token(f"{token.raw} {tokens[i + 1].raw}", f"{word} {nxt}", joined))
-                i += 2
-                continue
-            unit = vocab.UNIT_WORDS.get(word)
-            if unit in vocab.SPACING_WORDS and nxt == "by" and vocab.UNIT_WORDS.get(after) == unit:
-                out.append(Token(f"{word} by {after}", f"{word} by {after}", stem(vocab.SPACING_WORDS[unit])))
-                i += 3
-                continue
-            if word in ("each", "every", "per") and len(nxt) > 1:
-                unit = vocab.UNIT_WORDS.get(nxt)
-                if unit in vocab.SPACING_WORDS:
-                    out.append(Token(f"{word} {nxt}", f"{word} {nxt}", stem(vocab.SPACING_WORDS[unit])))
-                    i += 2
-                    continue
-        out.append(token)
-        i += 1
-    return out
+def _phrases(lowers: list[str]) -> list[tuple[int, int, str]]:
+    """The phrases of a text, given its lower-case words: (first word, number of words, term) for each, in order."""
+    if _PHRASE_MARKERS.isdisjoint(lowers):
+        return []
+    found: list[tuple[int, int, str]] = []
+    done = 0
+    for i, word in enumerate(lowers):
+        if i >= done and word in _PHRASE_WORDS and (phrase := _phrase_at(lowers, i)):
+            found.append((i, *phrase))
+            done = i + phrase[0]
+    return found
 
 
-def _content_terms(text: str) -> list[str]:
-    """Indexed terms of a tool text: stopwords and bare numbers dropped, dotted tickers split into their parts."""
-    terms: list[str] = []
-    for token in tokenize(text):
-        if token.lower in STOP_TERMS or token.term.isdigit():
-            continue
-        if "." in token.term:
-            terms.extend(stem(part) for part in token.term.split(".") if part and not part.isdigit())
+def _phrase_at(lowers: list[str], i: int) -> tuple[int, str] | None:
+    """The phrase starting at word `i`, as (its length in words, its term): 'day by day', 'each week', 'per month' ->
+    the spacing adjective; 'after hours' -> 'afterhours'; 'how much is' -> a price question."""
+    n = len(lowers)
+    if i + 1 >= n:
+        return None
+    word, nxt = lowers[i], lowers[i + 1]
+    after = lowers[i + 2] if i + 2 < n else ""
+    if word == "how" and nxt == "much" and after in _PRICE_QUESTION:
+        return 2, "price"
+    joined = _PHRASES.get((word, nxt))
+    if joined:
+        return 2, joined
+    unit = vocab.UNIT_WORDS.get(word)
+    if unit in vocab.SPACING_WORDS and nxt == "by" and vocab.UNIT_WORDS.get(after) == unit:
+        return 3, stem(vocab.SPACING_WORDS[unit])
+    if word in ("each", "every", "per") and len(nxt) > 1:
+        unit = vocab.UNIT_WORDS.get(nxt)
+        if unit in vocab.SPACING_WORDS:
+            return 2, stem(vocab.SPACING_WORDS[unit])
+    return None
+
+
+def _content_of(lower: str, term: str) -> tuple[str, ...]:
+    """What one token adds to a tool text's terms: nothing for a stopword or a bare number, a dotted ticker's
+    parts."""
+    if lower in STOP_TERMS or term.isdigit():
+        return ()
+    if "." in term:
+        return tuple(stem(part) for part in term.split(".") if part and not part.isdigit())
+    return (term,)
+
+
+class _WordTerms(dict[str, tuple[str, ...]]):
+    """A lower-case word -> what it adds to a tool text's terms; each word is read once (words repeat far more than
+    texts do)."""
+
+    def __missing__(self, lower: str) -> tuple[str, ...]:
+        terms = _terms_of(lower)
+        if len(terms) == 1:
+            content = _content_of(lower, terms[0])
         else:
-            terms.append(token.term)
-    return terms
+            content = tuple(t for term in terms for t in _content_of(lower, term))
+        self[lower] = content
+        return content
+
+
+class _ToolTexts:
+    """The indexed terms of tool texts (stopwords and bare numbers dropped, dotted tickers split into their parts),
+    as `tokenize` reads them; each distinct text is read once (shared parameters repeat)."""
+
+    def __init__(self) -> None:
+        self._words = _WordTerms()
+        self._texts: dict[str, list[str]] = {}
+
+    def __call__(self, text: str) -> list[str]:
+        found = self._texts.get(text)
+        if found is None:
+            found = self._texts[text] = self.terms(text)
+        return found
+
+    def terms(self, text: str) -> list[str]:
+        lowers = _lower_words(text)
+        words = self._words.__getitem__
+        terms: list[str] = []
+        done = 0
+        for start, size, term in _phrases(lowers):
+            terms += itertools.chain.from_iterable(map(words, lowers[done:start]))
+            terms += _content_of(" ".join(lowers[start : start + size]), term)
+            done = start + size
+        terms += itertools.chain.from_iterable(map(words, lowers[done:] if done else lowers))
+        return terms
 
 
 def _bigrams(terms: list[str]) -> list[str]:
@@ -292,7 +364,9 @@ _PHRASES: dict[tuple[str, str], str] = {
     ("trading", "at"): "price",
     ("trade", "at"): "price",
 }
-_PHRASE_STARTS = frozenset({first for first, _ in _PHRASES} | {"how", "each", "every", "per"})
+# The words a phrase of `_phrase_at` can start with; and the words every phrase holds one of ('by' for 'day by day').
+_PHRASE_WORDS = frozenset({first for first, _ in _PHRASES} | {"how", "each", "every", "per"} | set(vocab.UNIT_WORDS))
+_PHRASE_MARKERS = frozenset({first for first, _ in _PHRASES} | {"how", "each", "every", "per", "by"})
 # "how much is ...", "how much are ...": a price question ("how much debt ..." is not).
 _PRICE_QUESTION = frozenset({"is", "are", "was", "were", "does", "do", "did", "would", "will"})
 
@@ -306,98 +380,52 @@ class SearchIndex:
     def __init__(self, tools: Iterable[CatalogTool]) -> None:
         self._tools = list(tools)
         n = len(self._tools)
-        seen: dict[str, list[str]] = {}  # texts repeat (shared parameters): tokenize each once
-        fields = [self._fields(tool, seen) for tool in self._tools]
-        curated = {t for doc in fields for name in _CURATED_FIELDS for t in doc[name][0]}
-        # Example questions name tickers and companies; those words must not make a tool about them.
-        entity_terms = (_ENTITY_TERMS - curated) - {stem(w) for w in vocab.SYNONYMS}
-        for doc in fields:
-            terms, pairs = doc["examples"]
-            doc["examples"] = (
-                [t for t in terms if t not in entity_terms],
-                [p for p in pairs if not entity_terms.intersection(p.split())],
-            )
-        avg_len = {name: (sum(len(doc[name][0]) for doc in fields) / max(n, 1)) or 1.0 for name in FIELD_WEIGHTS}
-        # Document frequency counts the fields that say what a tool is about: a shared parameter's description
-        # ("0 SMA, 1 EMA, ...") repeated on forty tools must not make "ema" a common word, nor "daily" the many
-        # example questions that ask for an indicator "on the daily chart".
-        about: Counter[str] = Counter()
-        for doc in fields:
-            about.update({t for name in _ABOUT_FIELDS for part in doc[name] for t in part})
-        quality: dict[str, dict[int, float]] = defaultdict(dict)
-        for index, doc in enumerate(fields):
-            weighted: dict[str, float] = defaultdict(float)  # BM25F: field-weighted, length-normalised counts
-            for name, (terms, pairs) in doc.items():
-                b = FIELD_B[name]
-                norm = FIELD_WEIGHTS[name] / (1 - b + b * len(terms) / avg_len[name])
-                for term, count in Counter(terms + pairs).items():
-                    weighted[term] += count * norm
-            for term, tf in weighted.items():
-                quality[term][index] = tf / (tf + K1)  # saturated: how much the tool is about the term, 0..1
-        # Each posting holds idf x quality, a term's contribution to a tool, ready to add. Word pairs are only looked
-        # up (a bonus); single words are also kept sorted, best tool first, so light concepts can stop early.
-        self._postings: dict[str, dict[int, float]] = {}
-        self._pairs: dict[str, dict[int, float]] = {}
-        for term, docs in quality.items():
-            df = about.get(term) or len(docs)
-            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-            (self._pairs if " " in term else self._postings)[term] = {doc: idf * q for doc, q in docs.items()}
-        self._ordered = {term: sorted(docs.items(), key=lambda item: -item[1]) for term, docs in self._postings.items()}
+        texts = _ToolTexts()
+        # Cyclic garbage collection is paused: the build makes and drops tens of thousands of lists, tuples and
+        # dicts, none in a cycle, and each full collection they would set off walks every object of the process
+        # (catalog, schemas, modules), ~20 ms at 128 tools and ~300 ms at 5,000.
+        with _gc_paused():
+            quality, about, curated = _weigh(self._tools, texts)
+            # Each posting holds idf x quality, a term's contribution to a tool, ready to add.
+            idfs = [math.log(1 + (n - df + 0.5) / (df + 0.5)) if df else 0.0 for df in range(n + 1)]
+            words = {term: docs for term, docs in quality.items() if " " not in term}
+            pairs = {term: docs for term, docs in quality.items() if " " in term}
+            del quality
+            self._postings = _ordered_postings(words, about, idfs)
+            # Word pairs, most of the terms but only looked up (for a bonus), keep their postings in flat arrays:
+            # pair number i has the tools and values from _pair_bounds[i] to _pair_bounds[i + 1].
+            self._pairs = dict(zip(pairs, itertools.count()))
+            self._pair_bounds, self._pair_tools, self._pair_values = _flat_postings(pairs, about, idfs)
+            self._name_terms: dict[str, list[tuple[int, float]]] = defaultdict(list)
+            for index, tool in enumerate(self._tools):
+                own = set(texts(tool.name))
+                for term in own:
+                    self._name_terms[term].append((index, 1 / len(own)))
+            del words, pairs, texts  # before collection resumes: it would walk every text's terms once more
         # The most a term scores for any tool is a concept's mass: a word that only turns up in passing ("add", "big"
         # in one description) weighs less than one some tool is about, so leaving it unanswered costs less.
-        self._peak = {term: docs[0][1] for term, docs in self._ordered.items()}
+        self._peak = {term: next(iter(docs.values())) for term, docs in self._postings.items()}
         self._rare = math.log(1 + (n - 0.5) / 1.5) if n else 1.0  # the idf of a word only one tool has
-        self._vocabulary = frozenset(self._postings)
+        self._vocabulary = self._postings.keys()
         self._curated = frozenset(curated)
         self._us_only = frozenset(i for i, tool in enumerate(self._tools) if US_ONLY.search(tool.summary))
         self._premium = [PREMIUM_FACTOR if tool.premium else 1.0 for tool in self._tools]
-        # Synonyms by the word as typed first ("closed" -> market hours), then by its stem ("closes" -> "close").
-        self._synonyms: dict[str, tuple[str, ...]] = {}
-        for word, synonyms in vocab.SYNONYMS.items():
-            stems = tuple(dict.fromkeys(stem(s) for s in synonyms if stem(s) != stem(word)))
-            self._synonyms[word] = stems
-            self._synonyms.setdefault(stem(word), stems)
-        # Misspellings: every catalog word of 5+ letters under each of its one-letter deletions.
-        self._deletions: dict[str, list[str]] = defaultdict(list)
-        for term in self._vocabulary:
-            if len(term) >= 5 and term.isalpha():
-                for variant in _deletes(term):
-                    self._deletions[variant].append(term)
-        self._name_terms: dict[str, list[tuple[int, float]]] = defaultdict(list)
-        for index, tool in enumerate(self._tools):
-            own = set(_content_terms(tool.name))
-            for term in own:
-                self._name_terms[term].append((index, 1 / len(own)))
+        self._synonyms = _SYNONYMS
         # Tools named for live or for past data (REALTIME_OPTIONS, HISTORICAL_OPTIONS): +1 / -1.
         tense = {stem("realtime"): 1, stem("historical"): -1}
         self._tense = [(doc, sign) for term, sign in tense.items() for doc, _ in self._name_terms.get(term, ())]
-        self._out_of_scope = frozenset(tuple(t.term for t in tokenize(p)) for p in vocab.OUT_OF_SCOPE)
+        self._out_of_scope = _OUT_OF_SCOPE
 
-    @staticmethod
-    def _fields(tool: CatalogTool, seen: dict[str, list[str]]) -> dict[str, tuple[list[str], list[str]]]:
-        """Every field as (terms, word pairs); list fields pair words within an item, never across two."""
-
-        def many(texts: Iterable[str]) -> tuple[list[str], list[str]]:
-            terms: list[str] = []
-            pairs: list[str] = []
-            for text in texts:
-                item = seen.get(text)
-                if item is None:
-                    item = seen[text] = _content_terms(text)
-                terms += item
-                pairs += _bigrams(item)
-            return terms, pairs
-
-        return {
-            "name": many([tool.name]),
-            "title": many([tool.title]),
-            "keywords": many(tool.keywords),
-            "summary": many([tool.summary]),
-            "examples": many(tool.examples),
-            "description": many([tool.description]),
-            "param_names": many(p.name for p in tool.params),
-            "param_text": many(p.description for p in tool.params if p.description),
-        }
+    @cached_property
+    def _deletions(self) -> dict[str, list[str]]:
+        """Every catalog word of 5+ letters under each of its one-letter deletions, for misspellings; made when a
+        query first needs it (most never do), not with the index."""
+        deletions: dict[str, list[str]] = defaultdict(list)
+        for term in self._postings:
+            if len(term) >= 5 and term.isalpha():
+                for variant in _deletes(term):
+                    deletions[variant].append(term)
+        return deletions
 
     # --- searching --------------------------------------------------------------------------------------------
 
@@ -432,7 +460,7 @@ class SearchIndex:
             floor = 0.0 if weight >= 1.0 else concept.mass / weight * LIGHT_TAIL
             if len(concept.terms) == 1:
                 ((term, factor),) = concept.terms.items()
-                for doc, value in self._ordered[term]:
+                for doc, value in self._postings[term].items():
                     if value * factor < floor:
                         break
                     scores[doc] += weight * factor * value
@@ -440,7 +468,7 @@ class SearchIndex:
             # A tool matching a word and its synonym counts once, for the better of the two.
             best: dict[int, float] = {}
             for term, factor in concept.terms.items():
-                for doc, value in self._ordered[term]:
+                for doc, value in self._postings[term].items():
                     value *= factor
                     if value < floor:
                         break
@@ -449,7 +477,9 @@ class SearchIndex:
             for doc, value in best.items():
                 scores[doc] += weight * value
         for pair in analysis.bigrams:
-            for doc, value in self._pairs[pair].items():
+            number = self._pairs[pair]
+            start, end = self._pair_bounds[number], self._pair_bounds[number + 1]
+            for doc, value in zip(self._pair_tools[start:end], self._pair_values[start:end], strict=True):
                 scores[doc] += BIGRAM_WEIGHT * value
         # Tie-breakers outside the query's weight: the tool whose own name the query says (MACD, not MACDEXT; ADX,
         # not ADXR), and for a question without a date the live tool over its historical twin.
@@ -625,6 +655,126 @@ class SearchIndex:
         return max(found, key=lambda t: (t[0] == term[0], len(self._postings[t]), t))
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block (if it was off already, nothing changes)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _weigh(tools: list[CatalogTool], texts: _ToolTexts) -> tuple[dict[str, dict[int, float]], Counter[str], set[str]]:
+    """BM25F over the tools' fields: for each term (word or word pair), the quality of each tool that has it (how much
+    the tool is about the term, 0..1); how many tools each term is about (its document frequency); and the terms of
+    the curated fields."""
+    fields = [_field_texts(tool) for tool in tools]
+    curated: set[str] = set()
+    for text in {text for texts_of in fields for i in _CURATED_FIELDS for text in texts_of[i]}:
+        curated.update(texts(text))
+    # Example questions name tickers and companies; those words must not make a tool about them.
+    entity_terms = (_ENTITY_TERMS - curated) - _SYNONYM_STEMS
+
+    def field_stats(key: tuple[str, ...], examples: bool) -> tuple[int, Counter[str]]:
+        """A field's length in terms and how often it says each term and word pair (within one of its texts)."""
+        terms: list[str] = []
+        pairs: list[str] = []
+        for text in key:
+            text_terms = texts(text)
+            text_pairs = _bigrams(text_terms)
+            if examples and not entity_terms.isdisjoint(text_terms):
+                text_terms = [t for t in text_terms if t not in entity_terms]
+                text_pairs = [p for p in text_pairs if entity_terms.isdisjoint(p.split())]
+            terms += text_terms
+            pairs += text_pairs
+        return len(terms), Counter(terms + pairs)
+
+    # Fields with the same texts (shared parameters) are counted once.
+    counted: dict[tuple[bool, tuple[str, ...]], tuple[int, Counter[str]]] = {}
+    docs: list[list[tuple[int, Counter[str]]]] = []
+    for texts_of in fields:
+        doc = []
+        for i, key in enumerate(texts_of):
+            stats = counted.get((i == _EXAMPLES, key))
+            if stats is None:
+                stats = counted[i == _EXAMPLES, key] = field_stats(key, i == _EXAMPLES)
+            doc.append(stats)
+        docs.append(doc)
+    del counted
+    avg_len = [(sum(doc[i][0] for doc in docs) / max(len(docs), 1)) or 1.0 for i in range(len(FIELD_WEIGHTS))]
+    # Document frequency counts the fields that say what a tool is about: a shared parameter's description
+    # ("0 SMA, 1 EMA, ...") repeated on forty tools must not make "ema" a common word, nor "daily" the many
+    # example questions that ask for an indicator "on the daily chart".
+    about = Counter(itertools.chain.from_iterable(set().union(*(doc[i][1] for i in _ABOUT_FIELDS)) for doc in docs))
+    quality: dict[str, dict[int, float]] = defaultdict(dict)
+    for index, doc in enumerate(docs):
+        weighted: dict[str, float] = {}  # field-weighted, length-normalised counts
+        for (length, counts), (weight, b), avg in zip(doc, _FIELD_WEIGHT_B, avg_len, strict=True):
+            norm = weight / (1 - b + b * length / avg)
+            for term, count in counts.items():
+                weighted[term] = weighted.get(term, 0.0) + count * norm
+        for term, tf in weighted.items():
+            quality[term][index] = tf / (tf + K1)  # saturated
+    return quality, about, curated
+
+
+def _ordered_postings(
+    quality: dict[str, dict[int, float]], about: Counter[str], idfs: list[float]
+) -> dict[str, dict[int, float]]:
+    """Each term's postings, best tool first (a light concept stops early)."""
+    postings: dict[str, dict[int, float]] = {}
+    for term, docs in quality.items():
+        values = map(mul, repeat(idfs[about.get(term) or len(docs)]), docs.values())
+        if len(docs) == 1:
+            postings[term] = dict(zip(docs, values, strict=True))
+        else:
+            postings[term] = dict(sorted(zip(docs, values, strict=True), key=itemgetter(1), reverse=True))
+    return postings
+
+
+def _flat_postings(
+    quality: dict[str, dict[int, float]], about: Counter[str], idfs: list[float]
+) -> tuple[array[int], array[int], array[float]]:
+    """Every term's postings in three flat arrays, in the order of `quality`: where each term's start, their tools,
+    their values (made in C, a few bytes a posting, with no object for each)."""
+    term_idfs = [idfs[about.get(term) or len(docs)] for term, docs in quality.items()]
+    sizes = list(map(len, quality.values()))
+    bounds = array("I", itertools.accumulate(sizes, initial=0))
+    tools = array("I", itertools.chain.from_iterable(quality.values()))
+    idf_each = itertools.chain.from_iterable(map(repeat, term_idfs, sizes))
+    values = array("d", map(mul, idf_each, itertools.chain.from_iterable(map(dict.values, quality.values()))))
+    return bounds, tools, values
+
+
+def _field_texts(tool: CatalogTool) -> tuple[tuple[str, ...], ...]:
+    """The texts of each field of a tool, in FIELD_WEIGHTS order; a list field pairs words within an item only."""
+    texts = {
+        "name": (tool.name,),
+        "title": (tool.title,),
+        "keywords": tool.keywords,
+        "summary": (tool.summary,),
+        "examples": tool.examples,
+        "description": (tool.description,),
+        "param_names": tuple(p.name for p in tool.params),
+        "param_text": tuple(p.description for p in tool.params if p.description),
+    }
+    return tuple(texts[name] for name in FIELD_WEIGHTS)
+
+
+def _synonyms_by_word() -> dict[str, tuple[str, ...]]:
+    """Synonyms by the word as typed first ("closed" -> market hours), then by its stem ("closes" -> "close")."""
+    synonyms: dict[str, tuple[str, ...]] = {}
+    for word, words in vocab.SYNONYMS.items():
+        stems = tuple(dict.fromkeys(stem(s) for s in words if stem(s) != stem(word)))
+        synonyms[word] = stems
+        synonyms.setdefault(stem(word), stems)
+    return synonyms
+
+
 def _asks_to_act(tokens: list[Token]) -> bool:
     """'buy 10 shares ...', 'sell all my ...', 'please book me a ...', 'help me write a ...': an order, not a need."""
     words = [t.lower for t in tokens[:6]]
@@ -640,9 +790,17 @@ _TICKER_SHAPE = re.compile(r"^[A-Z]{1,5}$")
 _DOTTED_TICKER = re.compile(r"^[A-Za-z]{1,10}\.[A-Za-z]{1,4}$")
 _NOT_TICKERS = frozenset({"e.g", "i.e", "vs.", "etc"})
 _SIGNED = frozenset({"di", "dm", "directional"})
-_CURATED_FIELDS = ("name", "title", "summary", "keywords")
-_ABOUT_FIELDS = ("name", "title", "summary", "keywords", "description")
+# Fields by their place in FIELD_WEIGHTS (and in `_field_texts`).
+_CURATED_FIELDS = tuple(list(FIELD_WEIGHTS).index(name) for name in ("name", "title", "summary", "keywords"))
+_ABOUT_FIELDS = tuple(
+    list(FIELD_WEIGHTS).index(name) for name in ("name", "title", "summary", "keywords", "description")
+)
+_EXAMPLES = list(FIELD_WEIGHTS).index("examples")
+_FIELD_WEIGHT_B = [(weight, FIELD_B[name]) for name, weight in FIELD_WEIGHTS.items()]
 _ENTITY_TERMS = frozenset(stem(w) for w in vocab.TICKERS | vocab.COMPANY_WORDS)
+_SYNONYMS = _synonyms_by_word()
+_SYNONYM_STEMS = frozenset(stem(w) for w in vocab.SYNONYMS)
+_OUT_OF_SCOPE = frozenset(tuple(t.term for t in tokenize(p)) for p in vocab.OUT_OF_SCOPE)
 # Light hints: a ticker or company alone most often wants its quote; a currency pair the rate between them now
 # ("daily", "weekly" bring in the FX series); "now" the live tools; a date the historical ones.
 _ENTITY_HINT = {stem("quote"): 1.0, "stock": 0.7, stem("price"): 0.7}
