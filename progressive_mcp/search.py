@@ -28,8 +28,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from itertools import repeat
-from operator import itemgetter, mul
+from operator import itemgetter
 from typing import NamedTuple
 
 from progressive_mcp import vocabulary as vocab
@@ -192,12 +191,14 @@ def _normalise(text: str) -> str:
     return text
 
 
-def _lower_words(text: str) -> list[str]:
-    """The lower-case words of a text, as `tokenize` reads them (without the per-word tokens)."""
+def _lower_words(text: str, *, apart: bool = False) -> list[str]:
+    """The lower-case words of a text, as `tokenize` reads them (without the per-word tokens); with `apart`, each
+    `_APART` in the text is a word too."""
     text = _normalise(text)
+    words = _TOKEN_OR_APART if apart else _TOKEN
     if text.isascii():  # lower-casing ASCII changes no word boundary (a few other letters grow when lowered)
-        return _TOKEN.findall(text.lower())
-    return [raw.lower() for raw in _TOKEN.findall(text)]
+        return words.findall(text.lower())
+    return [raw.lower() for raw in words.findall(text)]
 
 
 @lru_cache(maxsize=16384)
@@ -308,21 +309,36 @@ class _WordTerms(dict[str, tuple[str, ...]]):
 
 
 class _ToolTexts:
-    """The indexed terms of tool texts (stopwords and bare numbers dropped, dotted tickers split into their parts),
-    as `tokenize` reads them; each distinct text is read once (shared parameters repeat)."""
+    """The indexed terms of tool texts (stopwords and bare numbers dropped, dotted tickers split into their parts), as
+    `tokenize` reads them, and their word pairs. A field's texts are read as one, joined by a character that keeps
+    them apart (no word, phrase or pair spans two texts): a keyword list is one text to read, not fifteen."""
 
     def __init__(self) -> None:
         self._words = _WordTerms()
-        self._texts: dict[str, list[str]] = {}
+        self._read: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
 
-    def __call__(self, text: str) -> list[str]:
-        found = self._texts.get(text)
+    def __call__(self, texts: tuple[str, ...]) -> tuple[list[str], list[str]]:
+        """The terms of `texts` and their word pairs; each distinct tuple of texts is read once."""
+        found = self._read.get(texts)
         if found is None:
-            found = self._texts[text] = self.terms(text)
+            found = self._read[texts] = self._terms_and_pairs(texts)
         return found
 
-    def terms(self, text: str) -> list[str]:
-        lowers = _lower_words(text)
+    def _terms_and_pairs(self, texts: tuple[str, ...]) -> tuple[list[str], list[str]]:
+        joined = _APART.join(texts)
+        if joined.count(_APART) != len(texts) - 1:  # a text holds the separator: read them one by one
+            terms: list[str] = []
+            pairs: list[str] = []
+            for text in texts:
+                text_terms = self._terms(_lower_words(text))
+                terms += text_terms
+                pairs += _bigrams(text_terms)
+            return terms, pairs
+        stream = self._terms(_lower_words(joined, apart=True))
+        pairs = [f"{a} {b}" for a, b in itertools.pairwise(stream) if a != b and a != _APART and b != _APART]
+        return ([t for t in stream if t != _APART] if len(texts) > 1 else stream), pairs
+
+    def _terms(self, lowers: list[str]) -> list[str]:
         words = self._words.__getitem__
         terms: list[str] = []
         done = 0
@@ -349,6 +365,9 @@ _ABBREVIATIONS = {"m&a": " mergers acquisitions ", "r&d": " research development
 _SPELLED_OUT = re.compile(r"(?<![a-z0-9])(?:m&a|r&d)(?![a-z0-9])", re.IGNORECASE)
 _ABBREVIATION_JOIN = re.compile(r"(?<![a-z0-9])([a-z0-9]{1,2})[&/]([a-z0-9]{1,2})(?![a-z0-9])", re.IGNORECASE)
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:\.[A-Za-z]{1,4}\b(?!\.))?|%")
+# Between the texts of a field read as one: a word of its own (its own term, too), which no phrase or pair crosses.
+_APART = "\x00"
+_TOKEN_OR_APART = re.compile(_TOKEN.pattern + "|" + _APART)
 _NUMBER_UNIT = re.compile(r"^(\d+)([a-z]+)$")
 _QUARTER = re.compile(r"^(?:\d{2,4})?q[1-4](?:\d{2,4})?$")
 _FISCAL = re.compile(r"^fy\d{0,4}$")
@@ -398,7 +417,7 @@ class SearchIndex:
             self._pair_bounds, self._pair_tools, self._pair_values = _flat_postings(pairs, about, idfs)
             self._name_terms: dict[str, list[tuple[int, float]]] = defaultdict(list)
             for index, tool in enumerate(self._tools):
-                own = set(texts(tool.name))
+                own = set(texts((tool.name,))[0])
                 for term in own:
                     self._name_terms[term].append((index, 1 / len(own)))
             del words, pairs, texts  # before collection resumes: it would walk every text's terms once more
@@ -673,24 +692,16 @@ def _weigh(tools: list[CatalogTool], texts: _ToolTexts) -> tuple[dict[str, dict[
     the tool is about the term, 0..1); how many tools each term is about (its document frequency); and the terms of
     the curated fields."""
     fields = [_field_texts(tool) for tool in tools]
-    curated: set[str] = set()
-    for text in {text for texts_of in fields for i in _CURATED_FIELDS for text in texts_of[i]}:
-        curated.update(texts(text))
+    curated = set().union(*(texts(texts_of[i])[0] for texts_of in fields for i in _CURATED_FIELDS))
     # Example questions name tickers and companies; those words must not make a tool about them.
     entity_terms = (_ENTITY_TERMS - curated) - _SYNONYM_STEMS
 
     def field_stats(key: tuple[str, ...], examples: bool) -> tuple[int, Counter[str]]:
         """A field's length in terms and how often it says each term and word pair (within one of its texts)."""
-        terms: list[str] = []
-        pairs: list[str] = []
-        for text in key:
-            text_terms = texts(text)
-            text_pairs = _bigrams(text_terms)
-            if examples and not entity_terms.isdisjoint(text_terms):
-                text_terms = [t for t in text_terms if t not in entity_terms]
-                text_pairs = [p for p in text_pairs if entity_terms.isdisjoint(p.split())]
-            terms += text_terms
-            pairs += text_pairs
+        terms, pairs = texts(key)
+        if examples and not entity_terms.isdisjoint(terms):
+            terms = [t for t in terms if t not in entity_terms]
+            pairs = [p for p in pairs if entity_terms.isdisjoint(p.split())]
         return len(terms), Counter(terms + pairs)
 
     # Fields with the same texts (shared parameters) are counted once.
@@ -728,25 +739,24 @@ def _ordered_postings(
     """Each term's postings, best tool first (a light concept stops early)."""
     postings: dict[str, dict[int, float]] = {}
     for term, docs in quality.items():
-        values = map(mul, repeat(idfs[about.get(term) or len(docs)]), docs.values())
+        idf = idfs[about.get(term) or len(docs)]
         if len(docs) == 1:
-            postings[term] = dict(zip(docs, values, strict=True))
+            ((doc, q),) = docs.items()
+            postings[term] = {doc: idf * q}
         else:
-            postings[term] = dict(sorted(zip(docs, values, strict=True), key=itemgetter(1), reverse=True))
+            postings[term] = dict(sorted([(doc, idf * q) for doc, q in docs.items()], key=itemgetter(1), reverse=True))
     return postings
 
 
 def _flat_postings(
     quality: dict[str, dict[int, float]], about: Counter[str], idfs: list[float]
 ) -> tuple[array[int], array[int], array[float]]:
-    """Every term's postings in three flat arrays, in the order of `quality`: where each term's start, their tools,
-    their values (made in C, a few bytes a posting, with no object for each)."""
-    term_idfs = [idfs[about.get(term) or len(docs)] for term, docs in quality.items()]
-    sizes = list(map(len, quality.values()))
-    bounds = array("I", itertools.accumulate(sizes, initial=0))
+    """Every term's postings in three flat arrays, in the order of `quality`: where each term's postings start, their
+    tools, their values (a few bytes a posting, and no object for each)."""
+    idf_of = [idfs[about.get(term) or len(docs)] for term, docs in quality.items()]
+    bounds = array("I", itertools.accumulate(map(len, quality.values()), initial=0))
     tools = array("I", itertools.chain.from_iterable(quality.values()))
-    idf_each = itertools.chain.from_iterable(map(repeat, term_idfs, sizes))
-    values = array("d", map(mul, idf_each, itertools.chain.from_iterable(map(dict.values, quality.values()))))
+    values = array("d", [idf * q for idf, docs in zip(idf_of, quality.values(), strict=True) for q in docs.values()])
     return bounds, tools, values
 
 
