@@ -399,12 +399,11 @@ class SearchIndex:
     def __init__(self, tools: Iterable[CatalogTool]) -> None:
         self._tools = list(tools)
         n = len(self._tools)
-        texts = _ToolTexts()
         # Cyclic garbage collection is paused: the build makes and drops tens of thousands of lists, tuples and
         # dicts, none in a cycle, and each full collection they would set off walks every object of the process
         # (catalog, schemas, modules), ~20 ms at 128 tools and ~300 ms at 5,000.
         with _gc_paused():
-            quality, about, curated = _weigh(self._tools, texts)
+            quality, about, curated, names = _weigh(self._tools)
             # Each posting holds idf x quality, a term's contribution to a tool, ready to add.
             idfs = [math.log(1 + (n - df + 0.5) / (df + 0.5)) if df else 0.0 for df in range(n + 1)]
             words = {term: docs for term, docs in quality.items() if " " not in term}
@@ -416,11 +415,11 @@ class SearchIndex:
             self._pairs = dict(zip(pairs, itertools.count()))
             self._pair_bounds, self._pair_tools, self._pair_values = _flat_postings(pairs, about, idfs)
             self._name_terms: dict[str, list[tuple[int, float]]] = defaultdict(list)
-            for index, tool in enumerate(self._tools):
-                own = set(texts((tool.name,))[0])
+            for index, name_terms in enumerate(names):
+                own = set(name_terms)
                 for term in own:
                     self._name_terms[term].append((index, 1 / len(own)))
-            del words, pairs, texts  # before collection resumes: it would walk every text's terms once more
+            del words, pairs, names
         # The most a term scores for any tool is a concept's mass: a word that only turns up in passing ("add", "big"
         # in one description) weighs less than one some tool is about, so leaving it unanswered costs less.
         self._peak = {term: next(iter(docs.values())) for term, docs in self._postings.items()}
@@ -687,42 +686,45 @@ def _gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _weigh(tools: list[CatalogTool], texts: _ToolTexts) -> tuple[dict[str, dict[int, float]], Counter[str], set[str]]:
+def _weigh(
+    tools: list[CatalogTool],
+) -> tuple[dict[str, dict[int, float]], Counter[str], set[str], list[list[str]]]:
     """BM25F over the tools' fields: for each term (word or word pair), the quality of each tool that has it (how much
-    the tool is about the term, 0..1); how many tools each term is about (its document frequency); and the terms of
-    the curated fields."""
+    the tool is about the term, 0..1); how many tools each term is about (its document frequency); the terms of the
+    curated fields; and the terms of each tool's name."""
+    texts = _ToolTexts()
     fields = [_field_texts(tool) for tool in tools]
     curated = set().union(*(texts(texts_of[i])[0] for texts_of in fields for i in _CURATED_FIELDS))
     # Example questions name tickers and companies; those words must not make a tool about them.
     entity_terms = (_ENTITY_TERMS - curated) - _SYNONYM_STEMS
 
-    def field_stats(key: tuple[str, ...], examples: bool) -> tuple[int, Counter[str]]:
-        """A field's length in terms and how often it says each term and word pair (within one of its texts)."""
-        terms, pairs = texts(key)
-        if examples and not entity_terms.isdisjoint(terms):
-            terms = [t for t in terms if t not in entity_terms]
-            pairs = [p for p in pairs if entity_terms.isdisjoint(p.split())]
-        return len(terms), Counter(terms + pairs)
-
-    # Fields with the same texts (shared parameters) are counted once.
+    # Each field of each tool as its length in terms and how often it says each term and word pair; fields with the
+    # same texts (shared parameters) are counted once.
     counted: dict[tuple[bool, tuple[str, ...]], tuple[int, Counter[str]]] = {}
     docs: list[list[tuple[int, Counter[str]]]] = []
     for texts_of in fields:
         doc = []
         for i, key in enumerate(texts_of):
-            stats = counted.get((i == _EXAMPLES, key))
+            examples = i == _EXAMPLES
+            stats = counted.get((examples, key))
             if stats is None:
-                stats = counted[i == _EXAMPLES, key] = field_stats(key, i == _EXAMPLES)
+                terms, pairs = texts(key)
+                if examples and not entity_terms.isdisjoint(terms):
+                    terms = [t for t in terms if t not in entity_terms]
+                    pairs = [p for p in pairs if entity_terms.isdisjoint(p.split())]
+                stats = counted[examples, key] = (len(terms), Counter(terms + pairs))
             doc.append(stats)
         docs.append(doc)
-    del counted
+    names = [texts((tool.name,))[0] for tool in tools]
+    del counted, fields, texts  # the terms of every text, no longer needed
     avg_len = [(sum(doc[i][0] for doc in docs) / max(len(docs), 1)) or 1.0 for i in range(len(FIELD_WEIGHTS))]
     # Document frequency counts the fields that say what a tool is about: a shared parameter's description
     # ("0 SMA, 1 EMA, ...") repeated on forty tools must not make "ema" a common word, nor "daily" the many
     # example questions that ask for an indicator "on the daily chart".
     about = Counter(itertools.chain.from_iterable(set().union(*(doc[i][1] for i in _ABOUT_FIELDS)) for doc in docs))
     quality: dict[str, dict[int, float]] = defaultdict(dict)
-    for index, doc in enumerate(docs):
+    for index in range(len(docs)):
+        doc, docs[index] = docs[index], []  # its counts go as soon as no other tool shares them
         weighted: dict[str, float] = {}  # field-weighted, length-normalised counts
         for (length, counts), (weight, b), avg in zip(doc, _FIELD_WEIGHT_B, avg_len, strict=True):
             norm = weight / (1 - b + b * length / avg)
@@ -730,7 +732,7 @@ def _weigh(tools: list[CatalogTool], texts: _ToolTexts) -> tuple[dict[str, dict[
                 weighted[term] = weighted.get(term, 0.0) + count * norm
         for term, tf in weighted.items():
             quality[term][index] = tf / (tf + K1)  # saturated
-    return quality, about, curated
+    return quality, about, curated, names
 
 
 def _ordered_postings(
