@@ -196,9 +196,12 @@ def _lower_words(text: str, *, apart: bool = False) -> list[str]:
     `_APART` in the text is a word too."""
     text = _normalise(text)
     words = _TOKEN_OR_APART if apart else _TOKEN
-    if text.isascii():  # lower-casing ASCII changes no word boundary (a few other letters grow when lowered)
-        return words.findall(text.lower())
-    return [raw.lower() for raw in words.findall(text)]
+    if not text.isascii():
+        return [raw.lower() for raw in words.findall(text)]
+    text = text.lower()  # lower-casing ASCII changes no word boundary (a few other letters grow when lowered)
+    if apart and "%" not in text and not _DOT_LETTER.search(text):
+        return text.translate(_PLAIN_WORDS).split()  # no dotted ticker, no '%': words are runs of letters and digits
+    return words.findall(text)
 
 
 @lru_cache(maxsize=16384)
@@ -325,7 +328,7 @@ class _ToolTexts:
         return found
 
     def _terms_and_pairs(self, texts: tuple[str, ...]) -> tuple[list[str], list[str]]:
-        joined = _APART.join(texts)
+        joined = f" {_APART} ".join(texts)
         if joined.count(_APART) != len(texts) - 1:  # a text holds the separator: read them one by one
             terms: list[str] = []
             pairs: list[str] = []
@@ -368,6 +371,9 @@ _TOKEN = re.compile(r"[A-Za-z0-9]+(?:\.[A-Za-z]{1,4}\b(?!\.))?|%")
 # Between the texts of a field read as one: a word of its own (its own term, too), which no phrase or pair crosses.
 _APART = "\x00"
 _TOKEN_OR_APART = re.compile(_TOKEN.pattern + "|" + _APART)
+_DOT_LETTER = re.compile(r"\.[a-z]")
+# Lower-case ASCII text without '%' or a dotted word: all but letters, digits and `_APART` separate words.
+_PLAIN_WORDS = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum() and c != _APART})
 _NUMBER_UNIT = re.compile(r"^(\d+)([a-z]+)$")
 _QUARTER = re.compile(r"^(?:\d{2,4})?q[1-4](?:\d{2,4})?$")
 _FISCAL = re.compile(r"^fy\d{0,4}$")
@@ -400,8 +406,8 @@ class SearchIndex:
         self._tools = list(tools)
         n = len(self._tools)
         # Cyclic garbage collection is paused: the build makes and drops tens of thousands of lists, tuples and
-        # dicts, none in a cycle, and each full collection they would set off walks every object of the process
-        # (catalog, schemas, modules), ~20 ms at 128 tools and ~300 ms at 5,000.
+        # dicts, none in a cycle, and the full collections they set off walk every object of the process (catalog,
+        # schemas, modules): 10-25 ms of a cold build at 128 tools, ~300 ms at 5,000.
         with _gc_paused():
             quality, about, curated, names = _weigh(self._tools)
             # Each posting holds idf x quality, a term's contribution to a tool, ready to add.
@@ -428,6 +434,7 @@ class SearchIndex:
         self._curated = frozenset(curated)
         self._us_only = frozenset(i for i, tool in enumerate(self._tools) if US_ONLY.search(tool.summary))
         self._premium = [PREMIUM_FACTOR if tool.premium else 1.0 for tool in self._tools]
+        self._premium_tools = sum(tool.premium for tool in self._tools)
         self._synonyms = _SYNONYMS
         # Tools named for live or for past data (REALTIME_OPTIONS, HISTORICAL_OPTIONS): +1 / -1.
         tense = {stem("realtime"): 1, stem("historical"): -1}
@@ -513,6 +520,7 @@ class SearchIndex:
                 if doc in scores:
                     scores[doc] *= 1 + sign * PRESENT_PRIOR
         premium = self._premium
+        keep = max(limit, COVERAGE_DEPTH)
         excluded = self._us_only if analysis.foreign else frozenset()
         if excluded or categories:
             tools = self._tools
@@ -521,9 +529,14 @@ class SearchIndex:
                 for doc, score in scores.items()
                 if doc not in excluded and (not categories or tools[doc].category in categories)
             ]
+        elif len(scores) > _FEW_CANDIDATES * (keep + self._premium_tools):
+            # A premium tool only loses (PREMIUM_FACTOR < 1), so a tool scoring below the (keep + premium tools)-th
+            # best score has at least `keep` free tools strictly above it, and cannot be among the best `keep`.
+            least = heapq.nlargest(keep + self._premium_tools, scores.values())[-1]
+            candidates = [(score * premium[doc], -doc) for doc, score in scores.items() if score >= least]
         else:
             candidates = [(score * premium[doc], -doc) for doc, score in scores.items()]
-        top = [(-doc, score) for score, doc in heapq.nlargest(max(limit, COVERAGE_DEPTH), candidates)]
+        top = [(-doc, score) for score, doc in heapq.nlargest(keep, candidates)]
         if not top:
             return Ranking(analysis, [], 0.0, 0.0, 0.0, "no tool shares a word with it")
         depth = [doc for doc, _ in top[:COVERAGE_DEPTH]]
@@ -797,6 +810,7 @@ def _asks_to_act(tokens: list[Token]) -> bool:
     )
 
 
+_FEW_CANDIDATES = 4  # below this many times the tools a ranking keeps, scoring them all is as quick as skipping some
 _POLITE = frozenset({"please", "help", "me", "can", "could", "would", "you", "kindly", "i", "want", "to", "need"})
 _TICKER_SHAPE = re.compile(r"^[A-Z]{1,5}$")
 _DOTTED_TICKER = re.compile(r"^[A-Za-z]{1,10}\.[A-Za-z]{1,4}$")

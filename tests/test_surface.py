@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -14,6 +15,7 @@ from progressive_mcp.errors import ConfigError, UnknownTool
 from progressive_mcp.metatools import META_TOOL_NAMES
 from progressive_mcp.report import BUDGETS, measure_tokens
 from progressive_mcp.sample_upstream import SampleUpstream
+from progressive_mcp.search import STOP_TERMS, SearchIndex, _bigrams, _ToolTexts, stem, tokenize
 from progressive_mcp.surface import CallContext, Surface
 from progressive_mcp.upstream import UpstreamClient
 
@@ -204,6 +206,58 @@ def test_tool_search_scores_are_shares_of_the_query(surface: Surface) -> None:
     assert {r["name"] for r in results[:2]} == {"INCOME_STATEMENT", "BALANCE_SHEET"}
     assert all(0 < r["score"] <= 1 for r in results)
     assert results[-1]["score"] >= 0.3 * results[0]["score"]  # far weaker hits are left out
+
+
+# -- the search index build: faster, with the same terms and rankings --------------------------------------
+
+
+def indexed_terms(text: str) -> list[str]:
+    """A tool text's terms the plain way, from `tokenize` (what the index build must reproduce)."""
+    terms: list[str] = []
+    for token in tokenize(text):
+        if token.lower in STOP_TERMS or token.term.isdigit():
+            continue
+        if "." in token.term:
+            terms += [stem(part) for part in token.term.split(".") if part and not part.isdigit()]
+        else:
+            terms.append(token.term)
+    return terms
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ("minute bars", "5 min candles", "day by", "day", "after", "hours trading"),  # no phrase spans two texts
+        ("How much is BRK.B?", "U.S. GDP, +DI and P/E", "up 5% y/y", "it's e.g. TSCO.LON"),
+        ("Ünïcode café prices", "K\u212a ratio", "rate\tof\nchange"),
+        ("a text holding \x00 itself", "stock price"),
+        ("",),
+        (),
+    ],
+)
+def test_index_reads_a_fields_texts_as_one_the_same_as_one_by_one(texts: tuple[str, ...]) -> None:
+    terms, pairs = _ToolTexts()(texts)
+    assert terms == [t for text in texts for t in indexed_terms(text)]
+    assert pairs == [p for text in texts for p in _bigrams(indexed_terms(text))]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_index_build_leaves_garbage_collection_as_it_was(catalog: Catalog, enabled: bool) -> None:
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        SearchIndex(catalog.tools)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
+
+
+@pytest.mark.parametrize("query", ["price of anything today", "daily stock data", "give me aapl price", "stok prise"])
+def test_ranking_that_skips_low_scores_keeps_the_same_best_tools(catalog: Catalog, query: str) -> None:
+    index = SearchIndex(catalog.tools)
+    every_category = frozenset(catalog.categories)  # the same tools, each one scored and compared
+    for limit in (1, 5):
+        assert index.rank(query, limit=limit).scores == index.rank(query, limit=limit, categories=every_category).scores
 
 
 def test_tool_get_one_and_many(surface: Surface, catalog: Catalog) -> None:
