@@ -3,8 +3,11 @@
 Alpha Vantage's free plan allows 25 requests a day, so an identical call is answered from a cache
 while the answer is fresh. What is cached is the upstream's successful answer (payload and format),
 never an error, a rate-limit notice or a premium notice. The key is a hash of the tool, the
-normalised arguments and the caller's *entitlement*, never of the caller's key: two callers asking
-the same question share one upstream request (see `cache_key`).
+normalised arguments and the caller's *entitlement*, never the caller's key itself. Where one key
+serves everyone (server-key mode) or the process has one user (stdio), callers asking the same
+question share one upstream request; on a shared endpoint where each caller brings a key, each key
+has its own partition (`caller_entitlement`), so no caller is ever answered with data that another
+caller's key fetched (see `cache_key`).
 
 Implementations: `MemoryCache` (a TTL LRU in this process: stdio and `serve`) here; the DynamoDB
 cache and the S3 result store live in `lambda_fn.aws` (the core never imports boto3). Example::
@@ -30,9 +33,15 @@ from typing import Any, Protocol
 # argument, Alpha Vantage's real-time switch) answered with a caller's own key must not be served
 # to another caller whose plan may not include it, so such calls are cached only where one key
 # serves everyone (server-key mode) or the process has one user (stdio).
-PUBLIC = "public"  # any caller: free-plan answers, same for every key
+PUBLIC = "public"  # free-plan answers where one key or one user is behind every call
 SERVER = "server"  # the endpoint's own key (server-key mode): everyone shares its plan
 LOCAL = "local"  # a single-user process (stdio): the user's own plan
+
+
+def caller_entitlement(api_key: str) -> str:
+    """The partition of one caller's own key: a digest, so the key itself is never stored or logged."""
+    digest = hashlib.sha256(b"progressive-mcp/cache-partition\0" + api_key.encode()).hexdigest()
+    return f"caller:{digest[:32]}"
 
 
 @dataclass(frozen=True)

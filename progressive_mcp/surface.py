@@ -33,6 +33,7 @@ from progressive_mcp.cache import (
     ResponseCache,
     ResultStore,
     cache_key,
+    caller_entitlement,
 )
 from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.errors import ConfigError, MissingApiKey, ToolError, UnknownTool
@@ -251,12 +252,13 @@ class Surface:
         """The cache key of this call, or None when it must not be cached (no cache, no TTL, a paid answer)."""
         if self.cache is None or tool.cache_ttl_s <= 0:
             return None
+        if ctx.entitlement not in (SERVER, LOCAL):
+            # A caller's own key on a shared endpoint: that key's answers are kept for that key alone, so
+            # no caller is served data fetched with someone else's key (or plan). No key, no upstream call.
+            return cache_key(tool.name, arguments, caller_entitlement(ctx.api_key)) if ctx.api_key else None
         entitlement = PUBLIC
         if tool.premium or any(arguments.get(p.name) in p.premium_values for p in tool.params if p.premium_values):
-            # A paid answer: shared only where one key serves everyone, or the process has one user.
-            if ctx.entitlement not in (SERVER, LOCAL):
-                return None
-            entitlement = ctx.entitlement
+            entitlement = ctx.entitlement  # a paid answer: the server's or the local user's plan
         return cache_key(tool.name, arguments, entitlement)
 
     def _cached(self, key: str, record: CallRecord) -> CachedAnswer | None:

@@ -17,7 +17,16 @@ import pytest
 
 from lambda_fn.handler import make_handler
 from lambda_fn.local import LocalServer
-from progressive_mcp.cache import LOCAL, PUBLIC, SERVER, CachedAnswer, MemoryCache, StoredResult, cache_key
+from progressive_mcp.cache import (
+    LOCAL,
+    PUBLIC,
+    SERVER,
+    CachedAnswer,
+    MemoryCache,
+    StoredResult,
+    cache_key,
+    caller_entitlement,
+)
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.endpoint import Endpoint
 from progressive_mcp.errors import ConfigError
@@ -157,7 +166,7 @@ def test_same_call_twice_reaches_the_upstream_once_and_says_it_was_cached(
     clock = Clock()
     surface = make_surface(catalog, upstream, cache=MemoryCache(clock=clock), clock=clock)
     first, record1 = run(surface, "GLOBAL_QUOTE", {"symbol": "IBM"})
-    second, record2 = run(surface, "GLOBAL_QUOTE", {"symbol": "IBM"}, key=OTHER_KEY)
+    second, record2 = run(surface, "GLOBAL_QUOTE", {"symbol": "IBM"})
     assert len(upstream_calls(upstream)) == 1
     assert (record1.cache, record2.cache) == ("miss", "hit")
     assert record2.upstream_ms is None
@@ -214,13 +223,27 @@ def test_paid_answers_are_shared_only_where_one_key_serves_everyone(
     surface = make_surface(catalog, upstream, cache=MemoryCache())
     _, first = run(surface, tool, arguments, key=KEY)
     _, second = run(surface, tool, arguments, key=OTHER_KEY)
-    assert (first.cache, second.cache) == (None, None)  # a caller's own (unknown) plan: not shared
+    assert (first.cache, second.cache) == ("miss", "miss")  # each caller's own plan decides
     assert len(upstream_calls(upstream)) == 2
     for entitlement in (SERVER, LOCAL):
         _, miss = run(surface, tool, arguments, entitlement=entitlement)
         _, hit = run(surface, tool, arguments, entitlement=entitlement)
         assert (miss.cache, hit.cache) == ("miss", "hit")
     assert len(upstream_calls(upstream)) == 4
+
+
+def test_callers_with_their_own_keys_never_share_answers(catalog: Catalog, upstream: SampleUpstream) -> None:
+    surface = make_surface(catalog, upstream, cache=MemoryCache())
+    _, first = run(surface, "GLOBAL_QUOTE", {"symbol": "IBM"}, key=KEY)
+    _, other = run(surface, "GLOBAL_QUOTE", {"symbol": "IBM"}, key=OTHER_KEY)
+    _, again = run(surface, "GLOBAL_QUOTE", {"symbol": "IBM"}, key=KEY)
+    assert (first.cache, other.cache, again.cache) == ("miss", "miss", "hit")
+    assert [r["apikey"] for r in upstream_calls(upstream)] == [KEY, OTHER_KEY]
+    # A key that the upstream refuses gets its refusal, never the answer another key fetched.
+    refused, record = run(surface, "GLOBAL_QUOTE", {"symbol": "IBM"}, key="invalid-key")
+    assert refused["isError"] and record.cache == "miss"
+    assert caller_entitlement(KEY) != caller_entitlement(OTHER_KEY)
+    assert KEY not in caller_entitlement(KEY)
 
 
 def test_a_premium_tool_is_keyed_by_entitlement_and_its_premium_notice_never_cached(
@@ -243,8 +266,9 @@ def test_a_premium_tool_is_keyed_by_entitlement_and_its_premium_notice_never_cac
 def test_a_tool_with_no_ttl_is_not_cached(catalog: Catalog, upstream: SampleUpstream) -> None:
     surface = make_surface(catalog, upstream, cache=MemoryCache())
     tool = catalog.get("GLOBAL_QUOTE")
-    assert surface._cache_key(tool, {"symbol": "IBM"}, CallContext()) is not None
-    assert surface._cache_key(replace(tool, cache_ttl_s=0), {"symbol": "IBM"}, CallContext()) is None
+    ctx = CallContext(api_key=KEY)
+    assert surface._cache_key(tool, {"symbol": "IBM"}, ctx) is not None
+    assert surface._cache_key(replace(tool, cache_ttl_s=0), {"symbol": "IBM"}, ctx) is None
 
 
 class BrokenCache:
@@ -354,10 +378,11 @@ def test_serve_answers_a_repeated_call_from_memory_over_real_http(upstream: Samp
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     answers = []
     with LocalServer(make_handler(endpoint), port=0) as server:
-        for key in (KEY, OTHER_KEY):
+        for key in (KEY, OTHER_KEY, KEY):
             response = httpx.post(server.url, json=body, headers={**headers, "X-API-Key": key}, timeout=10)
             assert response.status_code == 200
             answers.append(response.json()["result"]["structuredContent"])
     calls = upstream_calls(upstream)
-    assert len(calls) == 1 and calls[0]["apikey"] == KEY
-    assert "cached_at" in answers[1] and KEY not in json.dumps(answers[1])
+    assert [call["apikey"] for call in calls] == [KEY, OTHER_KEY]  # each key's answers are its own
+    assert ["cached_at" in answer for answer in answers] == [False, False, True]
+    assert KEY not in json.dumps(answers[2])
