@@ -130,6 +130,7 @@ class Analysis:
     entities: list[str] = field(default_factory=list)
     foreign: bool = False  # names a place outside the US: US-only tools do not answer it
     action: bool = False  # asks to act (buy, sell, book, write ...), not to look something up
+    asks_other: str | None = None  # asks for something no data tool gives: an explanation, advice, a chat
     present: bool = False  # no date and no "now": taken to be about the present
 
     @property
@@ -476,6 +477,8 @@ class SearchIndex:
         total = analysis.mass
         if analysis.action:
             return Ranking(analysis, [], 0.0, 0.0, 0.0, "a request to act, not to look something up")
+        if analysis.asks_other:
+            return Ranking(analysis, [], 0.0, 0.0, 0.0, analysis.asks_other)
         if total <= 0:
             return Ranking(analysis, [], 0.0, 0.0, 0.0, "no content words")
         scores: dict[int, float] = defaultdict(float)
@@ -522,6 +525,12 @@ class SearchIndex:
         premium = self._premium
         keep = max(limit, COVERAGE_DEPTH)
         excluded = self._us_only if analysis.foreign else frozenset()
+        if excluded:
+            # Another country's figure, where the best fit is a US-only series (German bund yield, Canadian CPI):
+            # the catalog has the idea but not for that place, and the next best tool would be a wrong answer.
+            leader = max(scores, key=lambda doc: (scores[doc] * premium[doc], -doc), default=None)
+            if leader is not None and leader in excluded:
+                return Ranking(analysis, [], 0.0, 0.0, 0.0, "asks about another country; these series cover the US")
         if excluded or categories:
             tools = self._tools
             candidates = [
@@ -559,7 +568,7 @@ class SearchIndex:
     def analyse(self, query: str) -> Analysis:
         """Read a query into weighted concepts (see the module docstring); `rank` scores tools against them."""
         tokens = tokenize(query)
-        analysis = Analysis(action=_asks_to_act(tokens))
+        analysis = Analysis(action=_asks_to_act(tokens), asks_other=_asks_for_other(tokens))
         consumed = [False] * len(tokens)
         for i in range(len(tokens)):
             for size in (2, 1):
@@ -632,6 +641,8 @@ class SearchIndex:
             )
         analysis.concepts.extend(words.values())
         analysis.present = not now and not past
+        if analysis.asks_other == _EXPLANATION and analysis.entities:
+            analysis.asks_other = None  # "why did TSLA drop in August 2020": about a company's data, not a lesson
         analysis.terms = frozenset(t for t in content if t) | said
         pairs = dict.fromkeys(_bigrams(content))
         analysis.bigrams = [pair for pair in pairs if pair in self._pairs]
@@ -810,6 +821,41 @@ def _asks_to_act(tokens: list[Token]) -> bool:
     )
 
 
+def _asks_for_other(tokens: list[Token]) -> str | None:
+    """Why a query asks for something a data catalog cannot give, whatever words it shares with it, or None.
+
+    An explanation ("explain what a recession is", "what is a bond", "how does inflation work"), advice or a
+    forecast ("should I buy ...", "will rates go down ..."), a person's life ("how old is ...", "who was ..."), or
+    a chat with the assistant ("how are you", "what's your name"). Only the opening words and a few fixed phrases
+    count: "what is the P/E of IBM" and "when will Apple report" stay look-ups.
+    """
+    words = [t.lower for t in tokens]
+    while words and words[0] in _POLITE_OPENERS:
+        words.pop(0)
+    if not words:
+        return None
+    text = " " + " ".join(words) + " "
+    if any(f" {phrase} " in text for phrase in vocab.CHAT_PHRASES):
+        return "a conversation with the assistant, not a request for data"
+    first, rest = words[0], words[1:]
+    explains = (
+        first in ("explain", "define")
+        or any(f" {phrase} " in text for phrase in vocab.EXPLAIN_PHRASES)
+        or (first == "what" and (rest[:1] in (["a"], ["an"]) or rest[:2] in (["is", "a"], ["is", "an"])))
+        or (first == "how" and rest[:1] in (["does"], ["do"]) and ("work" in rest or "works" in rest))
+        or (first == "why" and rest[:1] in (["do"], ["does"]))
+    )
+    if explains:
+        return _EXPLANATION
+    if first == "will" or (first == "should" and rest[:1] in (["i"], ["we"])) or (first == "which" and "will" in rest):
+        return "asks for advice or a forecast, which no data tool gives"
+    if (first in ("how", "who") and rest[:1] in (["old"], ["was"], ["won"])) or {"invented", "founded"} & set(rest):
+        return "asks about a person or a story, not for market data"
+    return None
+
+
+_EXPLANATION = "asks for an explanation, which no data tool gives"
+_POLITE_OPENERS = frozenset({"please", "hey", "hi", "hello", "so", "ok", "okay", "um"})
 _FEW_CANDIDATES = 4  # below this many times the tools a ranking keeps, scoring them all is as quick as skipping some
 _POLITE = frozenset({"please", "help", "me", "can", "could", "would", "you", "kindly", "i", "want", "to", "need"})
 _TICKER_SHAPE = re.compile(r"^[A-Z]{1,5}$")

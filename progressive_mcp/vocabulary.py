@@ -533,6 +533,56 @@ OUT_OF_SCOPE = (
     "ira",
     "meeting",
     "meetings",
+    # ratings and scores the catalog has no data for ("rating" alone would stem to "rate")
+    "esg",
+    "pce",
+    "short interest",
+    "days to cover",
+    "funding round",
+    # everyday life: shopping, travel, places, entertainment
+    "near me",
+    "store hours",
+    "opening hours",
+    "groceries",
+    "grocery",
+    "checking account",
+    "return policy",
+    "oil change",
+    "cup",
+    "menu",
+    "recipe",
+    "restaurant",
+    "hotel",
+    "flight",
+    "flights",
+    "weather",
+    "tickets",
+    "concert",
+    "movie",
+    "cheat codes",
+    "things to do",
+    "vacation",
+    "capital of",
+    "super bowl",
+    "big mac",
+)
+
+# Phrases that make a query an explanation rather than a look-up (see search._asks_for_other).
+EXPLAIN_PHRASES = ("difference between", "definition of", "meaning of", "how does it work")
+# Phrases of a chat with the assistant itself.
+CHAT_PHRASES = (
+    "how are you",
+    "who are you",
+    "are you a",
+    "are you an",
+    "your name",
+    "good night",
+    "good morning",
+    "thank you",
+    "thanks",
+    "what time is it",
+    "today date",
+    "days until",
 )
 
 # A request to act rather than to look something up: these verbs opening a query, followed by what they act on

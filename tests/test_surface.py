@@ -200,6 +200,53 @@ def test_tool_search_says_no_match_for_what_the_catalog_lacks(surface: Surface, 
     assert best_tool(surface, query) is None
 
 
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("explain how dividends work to a beginner", "explanation"),
+        ("what is an option", "explanation"),
+        ("how do stock splits work", "explanation"),
+        ("difference between EPS and diluted EPS", "explanation"),
+        ("should we hedge our euro exposure", "advice"),
+        ("will gold keep going up", "advice"),
+        ("which sector will do best in 2027", "advice"),
+        ("how old is the Dow Jones index", "person or a story"),
+        ("who was the first chairman of the Fed", "person or a story"),
+        ("hi, what's your name", "conversation"),
+        ("thanks, that helps", "conversation"),
+    ],
+)
+def test_tool_search_knows_questions_no_data_tool_answers(
+    surface: Surface, catalog: Catalog, query: str, reason: str
+) -> None:
+    assert best_tool(surface, query) is None
+    off_topic = SearchIndex(catalog.tools).rank(query).off_topic
+    assert off_topic is not None and reason in off_topic
+
+
+@pytest.mark.parametrize(
+    ("query", "tool"),
+    [
+        ("what is the P/E of IBM", "OVERVIEW"),  # "what is the", not "what is a": a look-up
+        ("explain the drop in NFLX shares after earnings", "EARNINGS"),  # names a company: its data, not a lesson
+        ("when will Apple report earnings", "EARNINGS_CALENDAR"),  # "when will": a date to look up
+        ("Brazil coffee prices", "COFFEE"),  # a place, but the best tool covers every place
+    ],
+)
+def test_tool_search_question_rules_leave_look_ups_alone(surface: Surface, query: str, tool: str) -> None:
+    found, _ = call(surface, "TOOL_SEARCH", {"query": query})
+    assert tool in [hit["name"] for hit in found["results"]]
+
+
+def test_tool_search_another_countrys_figure_is_no_match_not_a_wrong_tool(catalog: Catalog) -> None:
+    index = SearchIndex(catalog.tools)
+    ranking = index.rank("Australian 10 year government bond yield")
+    assert ranking.scores == [] and ranking.off_topic is not None and "US" in ranking.off_topic
+    assert index.rank("US 10 year government bond yield").scores[0][0] == [t.name for t in catalog.tools].index(
+        "TREASURY_YIELD"
+    )
+
+
 def test_tool_search_scores_are_shares_of_the_query(surface: Surface) -> None:
     found, _ = call(surface, "TOOL_SEARCH", {"query": "income statement and balance sheet for IBM", "limit": 10})
     results = found["results"]
