@@ -65,6 +65,7 @@ class StackConfig:
     memory_mb: int = 1024
     timeout_s: int = 30
     upstream_timeout_s: float | None = None  # default: min(20, timeout_s - 5)
+    deadline_s: float | None = None  # one tool call's whole upstream work, retries included; default: timeout_s - 5
     reserved_concurrency: int | None = None  # the throttle for endpoint=function-url (caps concurrent instances)
     log_level: str = "INFO"
     log_retention_days: int = 30
@@ -90,6 +91,12 @@ class StackConfig:
         if self.upstream_timeout_s is not None:
             return self.upstream_timeout_s
         return float(min(DEFAULT_UPSTREAM_TIMEOUT_S, self.timeout_s - UPSTREAM_TIMEOUT_MARGIN_S))
+
+    @property
+    def effective_deadline_s(self) -> float:
+        if self.deadline_s is not None:
+            return self.deadline_s
+        return float(self.timeout_s - UPSTREAM_TIMEOUT_MARGIN_S)
 
     @property
     def server_key(self) -> bool:
@@ -119,6 +126,12 @@ class StackConfig:
             raise ValueError(
                 f"upstream_timeout_s={upstream:g} must be positive and at most timeout_s - {UPSTREAM_TIMEOUT_MARGIN_S}"
                 f" ({self.timeout_s - UPSTREAM_TIMEOUT_MARGIN_S}), so the function can still answer after a timeout"
+            )
+        deadline = self.effective_deadline_s
+        if not 0 < deadline < self.timeout_s:
+            raise ValueError(
+                f"deadline_s={deadline:g} must be positive and below timeout_s ({self.timeout_s}), so a tool call "
+                f"gives up before Lambda ends the invocation (default: timeout_s - {UPSTREAM_TIMEOUT_MARGIN_S})"
             )
         if self.throttle_rate <= 0:
             raise ValueError(f"throttle_rate must be positive, not {self.throttle_rate}")

@@ -198,6 +198,7 @@ class ProgressiveMcpStack(Stack):
             "PMCP_MODE": config.mode,
             "PMCP_AUTH_MODE": config.auth_mode,
             "PMCP_UPSTREAM_TIMEOUT_S": f"{config.effective_upstream_timeout_s:g}",
+            "PMCP_DEADLINE_S": f"{config.effective_deadline_s:g}",
             "POWERTOOLS_SERVICE_NAME": SERVICE,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             "POWERTOOLS_LOG_LEVEL": config.log_level,

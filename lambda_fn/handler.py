@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -43,6 +44,9 @@ UPSTREAM_FAULTS = frozenset(
 # In server-key mode the key is the operator's: the upstream refusing it fails every caller, so it counts too.
 SERVER_KEY_FAULTS = UPSTREAM_FAULTS | {"MissingApiKey"}
 CACHE_METRICS = {"hit": "CacheHits", "miss": "CacheMisses", "error": "CacheErrors"}
+# Kept from the invocation's remaining time for answering after an upstream gives up: the error result,
+# the log line and the metrics. Tool calls end by then even if PMCP_DEADLINE_S is set too high.
+INVOCATION_MARGIN_S = 2.0
 
 logger = Logger(service=SERVICE)
 
@@ -107,13 +111,29 @@ def make_handler(endpoint: Endpoint) -> LambdaHandler:
             function_request_id=getattr(context, "aws_request_id", None),
         )
         try:
-            response = endpoint.handle(request_from_event(event))
+            request = request_from_event(event)
+            deadline = invocation_deadline(context)
+            if deadline is not None:
+                request = replace(request, deadline=deadline)
+            response = endpoint.handle(request)
             _observe(endpoint, response, (time.perf_counter() - started) * 1000, cold_start)
         finally:
             logger.thread_safe_clear_keys()
         return result_from_response(response)
 
     return handle
+
+
+def invocation_deadline(context: Any) -> float | None:
+    """The time.monotonic() by which tool calls must end for this invocation to answer, or None (no context)."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if not callable(remaining):
+        return None
+    try:
+        remaining_s = float(remaining()) / 1000
+    except (TypeError, ValueError):
+        return None
+    return time.monotonic() + max(0.0, remaining_s - INVOCATION_MARGIN_S)
 
 
 def _observe(endpoint: Endpoint, response: HttpResponse, duration_ms: float, cold_start: bool) -> None:
@@ -141,7 +161,7 @@ def _observe(endpoint: Endpoint, response: HttpResponse, duration_ms: float, col
         "request",
         extra={
             "status": response.status,
-            "rpc_method": exchange.rpc_method,
+            "rpc_method": _loggable(exchange.rpc_method),
             "tool": tool if known_tool else None,
             "protocol_version": exchange.protocol_version,
             "mode": exchange.mode,
@@ -152,6 +172,12 @@ def _observe(endpoint: Endpoint, response: HttpResponse, duration_ms: float, col
             "duration_ms": round(duration_ms, 2),
         },
     )
+
+
+def _loggable(text: str | None) -> str | None:
+    """Text a log stream can write: a lone surrogate (a "\\ud800" escape in the body) has no UTF-8 form, and a line
+    holding one would be dropped, so it is logged as its escape."""
+    return None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _observe_service(endpoint: Endpoint, exchange: Exchange) -> None:

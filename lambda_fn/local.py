@@ -101,7 +101,7 @@ class LocalServer:
         class RequestHandler(_RequestHandler):
             server_ref = outer
 
-        self.httpd = http.server.ThreadingHTTPServer((host, port), RequestHandler)
+        self.httpd = _ThreadingServer((host, port), RequestHandler)
         self.httpd.daemon_threads = True
         self.host = host
         self.loopback_only = _is_loopback(host)
@@ -137,8 +137,16 @@ class LocalServer:
         self.stop()
 
 
+class _ThreadingServer(http.server.ThreadingHTTPServer):
+    # socketserver's listen backlog is 5: a burst of clients connecting at once overflows it and gets resets.
+    request_queue_size = 128
+
+
 class _RequestHandler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY: headers and body leave in separate writes; with Nagle on, a kept-alive client's
+    # delayed ACK holds the body back ~40 ms on every request after the first.
+    disable_nagle_algorithm = True
     server_version = "progressive-mcp"
     sys_version = ""
     server_ref: LocalServer
@@ -247,6 +255,7 @@ def run(args: argparse.Namespace) -> int:
         "PMCP_CATEGORIES": args.categories,
         "PMCP_UPSTREAM_URL": args.upstream,
         "PMCP_AUTH_MODE": args.auth_mode,
+        "PMCP_DEADLINE_S": None if getattr(args, "deadline", None) is None else f"{args.deadline:g}",
         "PMCP_CONFORMANCE_FIXTURES": "1" if args.conformance_fixtures else None,
         "PMCP_CACHE": "off" if getattr(args, "cache", None) is False else None,
     }

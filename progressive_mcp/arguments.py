@@ -19,6 +19,14 @@ from progressive_mcp.catalog import Catalog, CatalogTool, _thaw
 from progressive_mcp.errors import InvalidArguments
 from progressive_mcp.spec import ResolvedParam
 
+# Bounds on one call's arguments. No tool takes more than a dozen arguments and no real value (a ticker
+# list, a search phrase) comes near these; larger input is a mistake or an attack that must neither reach
+# the upstream URL nor be echoed back in full in the error.
+MAX_ARGUMENTS = 64
+MAX_VALUE_CHARS = 2048
+MAX_NESTING = 16
+MAX_PROBLEM_CHARS = 300
+
 
 def parse_arguments(tool_name: str, raw: Any, input_schema: dict[str, Any]) -> dict[str, Any]:
     """Arguments as a dict, from an object, a JSON string, or nothing."""
@@ -33,8 +41,14 @@ def parse_arguments(tool_name: str, raw: Any, input_schema: dict[str, Any]) -> d
                 [f"arguments is a string but not valid JSON ({exc.msg} at position {exc.pos})"],
                 input_schema,
             ) from None
+        except RecursionError:
+            raise InvalidArguments(tool_name, ["arguments is nested too deeply"], input_schema) from None
     if not isinstance(raw, dict):
         raise InvalidArguments(tool_name, [f"arguments must be a JSON object, not {type(raw).__name__}"], input_schema)
+    if len(raw) > MAX_ARGUMENTS:
+        raise InvalidArguments(
+            tool_name, [f"{len(raw)} arguments given; a tool takes at most {MAX_ARGUMENTS}"], input_schema
+        )
     return raw
 
 
@@ -45,6 +59,12 @@ def prepare_arguments(catalog: Catalog, tool_name: str, raw: Any) -> dict[str, A
     arguments = {
         name: _repair(tool.param(name), value) for name, value in parse_arguments(tool.name, raw, schema).items()
     }
+    oversized = [_oversized(str(name), value) for name, value in arguments.items()]
+    if any(oversized):  # before the schema check, whose messages would echo the value
+        raise InvalidArguments(tool.name, [problem for problem in oversized if problem], schema)
+    if not _is_text(arguments):  # a "\ud800" escape: the validator and the upstream URL need UTF-8, which it lacks
+        problem = "an argument holds a lone surrogate (\\ud800-\\udfff), which is not text"
+        raise InvalidArguments(tool.name, [problem], schema)
     problems = [
         _describe(tool, error)
         for error in catalog.validator(tool.name).iter_errors(arguments)
@@ -67,7 +87,9 @@ def with_defaults(tool: CatalogTool, arguments: dict[str, Any]) -> dict[str, Any
 
 
 def _repair(param: ResolvedParam | None, value: Any) -> Any:
-    """Fix what is unambiguous: '14' for an integer, 'TRUE' for a boolean, 'Daily' for 'daily'."""
+    """Fix what is unambiguous: '14' or 14.0 for an integer, 'TRUE' for a boolean, 'Daily' for 'daily'."""
+    if param is not None and param.type == "integer" and isinstance(value, float) and value.is_integer():
+        return int(value)  # JSON Schema counts 14.0 as an integer; the upstream wants "14", not "14.0"
     if param is None or not isinstance(value, str):
         return value
     text = value.strip()
@@ -91,6 +113,35 @@ def _repair(param: ResolvedParam | None, value: Any) -> Any:
     return value
 
 
+def _oversized(name: str, value: Any) -> str | None:
+    """Why an argument is too large to check or send (None when it is not)."""
+    shown = repr(name[:40] + ("…" if len(name) > 40 else ""))
+    if len(name) > MAX_VALUE_CHARS:
+        return f"an argument name is {len(name)} characters; the limit is {MAX_VALUE_CHARS}"
+    if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+        return f"{shown} is {len(value)} characters long; the limit is {MAX_VALUE_CHARS}"
+    level, depth = [value], 0
+    while level:  # breadth-first, so a deeply nested value costs no recursion
+        if depth > MAX_NESTING:
+            return f"{shown} is nested more than {MAX_NESTING} levels deep"
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+        depth += 1
+    return None
+
+
+def _is_text(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False, default=repr).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _kind(error: Any) -> str:
     return type(error.kind).__name__
 
@@ -99,10 +150,20 @@ def _describe(tool: CatalogTool, error: Any) -> str:
     """One readable line per schema violation, naming the argument."""
     path = "/".join(str(p) for p in error.instance_path)
     message: str = error.message
+    quoted = json.dumps(error.instance, separators=(",", ":"), ensure_ascii=False)
+    if len(quoted) > 80 and message.startswith(quoted):  # keep what is wrong, not the whole value
+        message = _clip(quoted, 80) + message[len(quoted) :]
     if _kind(error) == "AdditionalProperties":
         allowed = ", ".join(p.name for p in tool.params) or "none"
-        return f"{message}; allowed arguments: {allowed}"
+        return f"{_clip(message)}; allowed arguments: {allowed}"
     if _kind(error) == "Enum":  # jsonschema-rs names only the first two options ("or 6 other candidates")
         allowed = ", ".join(json.dumps(option) for option in error.kind.options)
-        message = f"{json.dumps(error.instance)} is not one of the allowed values: {allowed}"
-    return f"{path}: {message}" if path else message
+        given = _clip(json.dumps(error.instance), 80)
+        message = f"{given} is not one of the allowed values: {allowed}"
+        return f"{path}: {message}" if path else message
+    return _clip(f"{path}: {message}" if path else message)
+
+
+def _clip(line: str, limit: int = MAX_PROBLEM_CHARS) -> str:
+    """A problem line short enough to read (a schema message quotes the offending value in full)."""
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -124,6 +124,12 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="answer every call from the upstream (env PMCP_CACHE=off; default: keep answers in memory while fresh)",
     )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        metavar="SECONDS",
+        help="time limit of one tool call's upstream work, retries included (env PMCP_DEADLINE_S; default 25)",
+    )
     parser.add_argument("--log-level", default="WARNING", help="log level (stdio: WARNING, to stderr; serve: INFO)")
 
 

@@ -117,6 +117,7 @@ class HttpRequest:
     query: Mapping[str, str] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     body: bytes = field(default=b"", repr=False)
+    deadline: float | None = None  # time.monotonic() by which tool calls must be done (Lambda: remaining time)
 
     @classmethod
     def build(
@@ -419,6 +420,7 @@ class Endpoint:
             missing_key_help=self._key_help,
             record=exchange.call,
             entitlement=SERVER if self.auth_mode == "server-key" else PUBLIC,
+            deadline=request.deadline,
         )
         if header_version is not None and header_version not in SUPPORTED_VERSIONS:
             meta = params.get("_meta") if params else None
@@ -648,14 +650,16 @@ class Endpoint:
         if categories_arg is None:
             categories = self.surface.categories
         else:
-            categories = frozenset(c.lower() for c in split_list(categories_arg)) or None
-            unknown = sorted((categories or frozenset()) - set(self.surface.catalog.categories))
+            # The URL may narrow the configured categories (PMCP_CATEGORIES), never widen them.
+            offered = [c for c in self.surface.catalog.categories if c in (self.surface.categories or (c,))]
+            categories = frozenset(c.lower() for c in split_list(categories_arg)) or self.surface.categories
+            unknown = sorted((categories or frozenset()) - set(offered))
             if unknown:
                 raise _Reject(
                     400,
                     INVALID_REQUEST,
-                    f"Unknown ?categories= value(s) {', '.join(u[:30] for u in unknown[:5])}; the catalog has "
-                    f"{', '.join(self.surface.catalog.categories)}",
+                    f"Unknown ?categories= value(s) {', '.join(u[:30] for u in unknown[:5])}; this endpoint offers "
+                    f"{', '.join(offered)}",
                     request_id=request_id,
                 )
         variant_key: tuple[Mode, frozenset[str] | None] = (mode, categories)  # type: ignore[assignment]
@@ -731,4 +735,10 @@ def _id(message: dict[str, Any]) -> Any:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (a "\ud800" escape in the request) has no UTF-8 form
+            return json.dumps(value, separators=(",", ":"))
+    return text

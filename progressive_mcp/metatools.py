@@ -22,6 +22,7 @@ META_TOOL_NAMES = (TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL)
 DETAIL_LEVELS = ("names", "summary")
 MAX_GET = 10
 MAX_SEARCH_LIMIT = 20
+MAX_QUERY_CHARS = 1000  # a need in words is a sentence or two; longer input only costs CPU to rank
 # TOOL_SEARCH {schemas: true} gives the best hit its input schema, and the second one too when it
 # scores within 10% of the best: where the ranking is unsure the agent still calls without TOOL_GET,
 # and a clear winner costs one schema. (Chosen on the dev half of eval/queries.jsonl: the right tool
@@ -191,6 +192,10 @@ class MetaTools:
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
             raise self._bad(TOOL_SEARCH, "query must be a non-empty string describing what you need")
+        if len(query) > MAX_QUERY_CHARS:
+            raise self._bad(
+                TOOL_SEARCH, f"query is {len(query)} characters; describe the need in at most {MAX_QUERY_CHARS}"
+            )
         limit = args.get("limit", 5)
         if isinstance(limit, str) and limit.strip().isdigit():
             limit = int(limit)
@@ -282,7 +287,7 @@ class MetaTools:
     def _category_names(self, category: Any, tool_name: str = TOOL_LIST) -> list[str]:
         if category is None:
             return list(self._by_category)
-        if category not in self._by_category:
+        if not isinstance(category, str) or category not in self._by_category:  # a list or object is unhashable
             available = ", ".join(self._by_category)
             raise self._bad(tool_name, f"unknown category {category!r}; categories: {available}")
         return [category]

@@ -16,8 +16,30 @@ network. Responses copy Alpha Vantage's wire format (field names, newest-first o
 bodies, the rate-limit notice that echoes the API key) and carry ``X-Sample-Data: synthetic``; each
 "Meta Data" block says "Sample data (synthetic, offline)" in its "1. Information" field.
 
-``Faults`` switches on misbehaviour (delay, HTTP error status, malformed or huge bodies, rate limiting),
-in process through ``SampleUpstream.faults`` or out of process through ``POST /_sample/faults``.
+``Faults`` switches on misbehaviour, in process through ``SampleUpstream.faults`` (or ``update_faults``),
+out of process through ``POST /_sample/faults`` with a JSON object of fields, or with the CLI flags:
+
+==================  ==================  =====================================================================
+field               flag                the answer to every /query request
+==================  ==================  =====================================================================
+``delay_s``         ``--delay S``       comes after sleeping S seconds (a timeout)
+``disconnect``      ``--disconnect``    never comes: the connection is closed at once (a dropped connection)
+``status``          ``--status N``      is HTTP N with a small nginx-style HTML page (500, 502, 503, 429 ...)
+``retry_after``     ``--retry-after S`` carries ``Retry-After: S`` (pair it with status 429 or 503)
+``empty``           ``--empty``         is HTTP 200 with an empty body
+``html``            ``--html``          is HTTP 200 with an HTML error page (a proxy or maintenance page)
+``body_mb``         ``--body-mb M``     is an M MB JSON body, streamed in chunks without Content-Length
+``rate_limit``      ``--rate-limit``    is Alpha Vantage's HTTP-200 daily rate-limit notice (it echoes the key)
+``invalid_key``     ``--invalid-key``   is Alpha Vantage's HTTP-200 invalid-key error, whatever key came
+``malformed``       ``--malformed``     is JSON cut in half
+``huge``            ``--huge``          carries tens of thousands of rows for TIME_SERIES_* (several MB)
+``trickle_s``       ``--trickle S``     (whatever it is) is sent one byte at a time, S seconds apart
+==================  ==================  =====================================================================
+
+Without the faults, the API key ``ratelimited`` gets the rate-limit notice, keys starting with
+``invalid`` get the invalid-key error, and premium functions or ``entitlement=realtime`` get the
+premium notice. A refused connection needs no answer at all: ``refuse_connections()`` closes the
+listening socket (in process only) and ``accept_connections()`` opens it again on the same port.
 """
 
 from __future__ import annotations
@@ -37,7 +59,7 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -74,7 +96,8 @@ def rate_limit_notice(apikey: str) -> str:
 
 @dataclass
 class Faults:
-    """Misbehaviour switches; all off by default. Applied in the order delay, status, rate_limit, malformed.
+    """Misbehaviour switches; all off by default. Applied in the order delay, disconnect, status (with
+    retry_after), empty, html, body_mb, rate_limit, invalid_key, malformed; trickle_s paces whatever is sent.
 
     ``huge`` makes every TIME_SERIES_* answer carry ``HUGE_ROWS`` bars whatever the outputsize: intraday
     bars keep their interval; daily, weekly and monthly answers use trading-day dates (a monthly series
@@ -86,6 +109,13 @@ class Faults:
     malformed: bool = False  # answer 200 with a body that is not valid JSON (truncated)
     huge: bool = False  # answer time series with a very large body (tens of thousands of rows, several MB)
     rate_limit: bool = False  # answer every /query with the HTTP-200 rate-limit "Information" body
+    retry_after: float | None = None  # add a Retry-After header (seconds) to every /query answer
+    trickle_s: float = 0.0  # send the body one byte at a time, this many seconds apart
+    empty: bool = False  # answer 200 with an empty body
+    html: bool = False  # answer 200 with an HTML error page instead of data
+    body_mb: float = 0.0  # answer 200 with a JSON body of this many MB, streamed (chunked transfer encoding)
+    disconnect: bool = False  # close the connection without answering
+    invalid_key: bool = False  # answer the invalid-key error body whatever the key
 
 
 # --------------------------------------------------------------------------------------------------
@@ -730,6 +760,25 @@ class Reply:
     status: int
     content_type: str
     body: bytes
+    headers: dict[str, str] = dataclasses.field(default_factory=dict)
+    stream: Iterator[bytes] | None = None  # sent with chunked transfer encoding instead of `body`
+    trickle_s: float = 0.0  # pause after each byte of the body
+
+
+DISCONNECT = Reply(0, "", b"")  # close the connection without answering
+STREAM_CHUNK_BYTES = 64 * 1024
+MAX_BODY_MB = 1024.0
+
+
+def _padded_json(megabytes: float) -> Iterator[bytes]:
+    """A valid JSON object of about `megabytes` MB, made a chunk at a time (never held in memory whole)."""
+    yield b'{"Information": "' + SAMPLE_LABEL.encode() + b' padding", "padding": "'
+    left = int(megabytes * 1024 * 1024)
+    filler = b"x" * STREAM_CHUNK_BYTES
+    while left > 0:
+        yield filler[: min(left, STREAM_CHUNK_BYTES)]
+        left -= STREAM_CHUNK_BYTES
+    yield b'"}'
 
 
 def _json_reply(payload: dict[str, Any], status: int = 200) -> Reply:
@@ -749,8 +798,29 @@ def _gateway_error(status: int) -> Reply:
 
 def answer_query(params: dict[str, str], faults: Faults) -> Reply:
     """Everything /query does after logging and the delay: faults, auth, dispatch, rendering."""
+    reply = _faulty_answer(params, faults)
+    if reply is DISCONNECT:
+        return reply
+    if faults.retry_after is not None:
+        reply.headers["Retry-After"] = f"{faults.retry_after:g}"
+    if faults.trickle_s > 0:
+        reply.trickle_s = faults.trickle_s
+    return reply
+
+
+def _faulty_answer(params: dict[str, str], faults: Faults) -> Reply:
+    if faults.disconnect:
+        return DISCONNECT
     if faults.status is not None:
         return _gateway_error(faults.status)
+    if faults.empty:
+        return Reply(200, "application/json", b"")
+    if faults.html:
+        page = "<!DOCTYPE html>\n<html><head><title>Service Unavailable</title></head><body><h1>We'll be back soon"
+        page += "</h1><p>Scheduled maintenance is in progress.</p></body></html>\n"
+        return Reply(200, "text/html; charset=utf-8", page.encode())
+    if faults.body_mb > 0:
+        return Reply(200, "application/json", b"", stream=_padded_json(faults.body_mb))
     if faults.malformed:
         # whatever we would have said, rendered as JSON and cut in half so no parser accepts it
         body = _answer_alpha_vantage(params, faults, json_only=True).body
@@ -762,7 +832,7 @@ def _answer_alpha_vantage(params: dict[str, str], faults: Faults, json_only: boo
     apikey = params.get("apikey", "")
     if faults.rate_limit or apikey == RATE_LIMIT_KEY:
         return _json_reply({"Information": rate_limit_notice(apikey)})
-    if not apikey.strip() or apikey.startswith("invalid"):
+    if faults.invalid_key or not apikey.strip() or apikey.startswith("invalid"):
         return _json_reply({"Error Message": APIKEY_ERROR})
     function = params.get("function", "").strip()
     handler = FUNCTIONS.get(function)
@@ -801,6 +871,8 @@ class _Server(ThreadingHTTPServer):
 
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, like the real service; every reply sets Content-Length
+    # TCP_NODELAY: headers and body are separate writes; with Nagle on, the client's delayed ACK adds ~40 ms.
+    disable_nagle_algorithm = True
     server_version = "SampleUpstream/1"
 
     @property
@@ -821,13 +893,35 @@ class _RequestHandler(BaseHTTPRequestHandler):
         pass  # stay quiet: tests and the demo share a terminal
 
     def _send(self, reply: Reply) -> None:
+        if reply is DISCONNECT:
+            self.close_connection = True
+            return
         self.send_response(reply.status)
         self.send_header("Content-Type", reply.content_type)
-        self.send_header("Content-Length", str(len(reply.body)))
+        if reply.stream is None:
+            self.send_header("Content-Length", str(len(reply.body)))
+        else:
+            self.send_header("Transfer-Encoding", "chunked")
         self.send_header("X-Sample-Data", "synthetic")
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
         self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(reply.body)
+        if self.command == "HEAD":
+            return
+        if reply.stream is None:
+            self._write(reply.body, reply.trickle_s)
+            return
+        for chunk in reply.stream:
+            self._write(b"%x\r\n" % len(chunk) + chunk + b"\r\n", reply.trickle_s)
+        self._write(b"0\r\n\r\n", reply.trickle_s)
+
+    def _write(self, data: bytes, trickle_s: float) -> None:
+        if trickle_s <= 0:
+            self.wfile.write(data)
+            return
+        for i in range(len(data)):
+            self.wfile.write(data[i : i + 1])
+            time.sleep(trickle_s)
 
     def _not_found(self) -> None:
         self._send(Reply(404, "text/plain", b"Not Found\n"))
@@ -875,10 +969,23 @@ class _RequestHandler(BaseHTTPRequestHandler):
     do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _other
 
 
+_NUMBER_FAULTS = frozenset({"delay_s", "trickle_s", "body_mb", "retry_after"})
+
+
+def _is_number(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value) and value >= 0
+
+
 def _check_fault_value(name: str, value: object) -> None:
-    if name == "delay_s":
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise ValueError("delay_s must be a number >= 0")
+    if name in ("delay_s", "trickle_s"):
+        if not _is_number(value):
+            raise ValueError(f"{name} must be a number >= 0")
+    elif name == "retry_after":
+        if value is not None and not _is_number(value):
+            raise ValueError("retry_after must be null or a number of seconds >= 0")
+    elif name == "body_mb":
+        if not _is_number(value) or cast(float, value) > MAX_BODY_MB:
+            raise ValueError(f"body_mb must be a number between 0 and {MAX_BODY_MB:g}")
     elif name == "status":
         is_code = isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599
         if value is not None and not is_code:
@@ -961,7 +1068,7 @@ class SampleUpstream:
             _check_fault_value(name, value)
         with self._lock:
             for name, value in update.items():
-                setattr(self.faults, name, float(value) if name == "delay_s" else value)
+                setattr(self.faults, name, float(value) if name in _NUMBER_FAULTS and value is not None else value)
             return dataclasses.replace(self.faults)
 
     def reset(self) -> None:
@@ -971,6 +1078,17 @@ class SampleUpstream:
                 setattr(self.faults, f.name, f.default)
             self.requests.clear()
             self._unmasked.clear()
+
+    def refuse_connections(self) -> None:
+        """Stop listening, so connections are refused, until `accept_connections()` (in process only)."""
+        self.stop()
+
+    def accept_connections(self) -> None:
+        """Listen again on the same port after `refuse_connections()`, and serve."""
+        if self._thread is None:
+            self._httpd = _Server((self.host, self.port), _RequestHandler)
+            self._httpd.upstream = self
+            self.start()
 
     def _track(self, conn: socket.socket, alive: bool) -> None:
         with self._lock:
@@ -1003,8 +1121,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--malformed", action="store_true", help="answer truncated, unparsable JSON")
     parser.add_argument("--huge", action="store_true", help="answer time series with several MB of rows")
     parser.add_argument("--rate-limit", action="store_true", help="answer the daily rate-limit notice")
+    parser.add_argument("--retry-after", type=float, metavar="SECONDS", help="send a Retry-After header")
+    parser.add_argument("--trickle", type=float, default=0.0, metavar="SECONDS", help="send bodies a byte at a time")
+    parser.add_argument("--empty", action="store_true", help="answer HTTP 200 with an empty body")
+    parser.add_argument("--html", action="store_true", help="answer HTTP 200 with an HTML error page")
+    parser.add_argument("--body-mb", type=float, default=0.0, metavar="MB", help="answer a JSON body this large")
+    parser.add_argument("--disconnect", action="store_true", help="close connections without answering")
+    parser.add_argument("--invalid-key", action="store_true", help="answer the invalid-key error for any key")
     args = parser.parse_args(argv)
-    faults = Faults(args.delay, args.status, malformed=args.malformed, huge=args.huge, rate_limit=args.rate_limit)
+    faults = Faults(
+        args.delay,
+        args.status,
+        malformed=args.malformed,
+        huge=args.huge,
+        rate_limit=args.rate_limit,
+        retry_after=args.retry_after,
+        trickle_s=args.trickle,
+        empty=args.empty,
+        html=args.html,
+        body_mb=args.body_mb,
+        disconnect=args.disconnect,
+        invalid_key=args.invalid_key,
+    )
+    for field in dataclasses.fields(Faults):
+        try:
+            _check_fault_value(field.name, getattr(faults, field.name))
+        except ValueError as exc:
+            parser.error(str(exc))
     try:
         upstream = SampleUpstream(args.host, args.port, faults)
     except OSError as exc:

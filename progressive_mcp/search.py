@@ -453,6 +453,10 @@ class SearchIndex:
                     deletions[variant].append(term)
         return deletions
 
+    @cached_property
+    def _longest_word(self) -> int:
+        return max(map(len, self._postings), default=0)
+
     # --- searching --------------------------------------------------------------------------------------------
 
     def search(self, query: str, *, limit: int = 5, categories: frozenset[str] | None = None) -> list[Hit]:
@@ -685,8 +689,8 @@ class SearchIndex:
 
     def _correct(self, term: str) -> str | None:
         """The catalog word one edit (or one swap) away from an unknown word of 5+ letters; the most common wins."""
-        if len(term) < 5 or not term.isalpha():
-            return None
+        if len(term) < 5 or len(term) > self._longest_word + 1 or not term.isalpha():
+            return None  # too long to be one edit from a catalog word (and its deletions would cost O(n²))
         found: set[str] = set(self._deletions.get(term, ()))
         for variant in _deletes(term):
             if variant in self._vocabulary:

@@ -24,6 +24,8 @@ AUTH_MODES: tuple[AuthMode, ...] = ("passthrough", "server-key")
 DEFAULT_MAX_RESULT_TOKENS = 8000
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 DEFAULT_LIST_TTL_S = 3600
+DEFAULT_DEADLINE_S = 25.0  # one tool call's whole upstream work; below the stack's 30 s Lambda timeout
+DEFAULT_MAX_UPSTREAM_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class Settings:
     max_result_tokens: int = DEFAULT_MAX_RESULT_TOKENS
     upstream_timeout_s: float = 20.0
     upstream_retries: int = 2
+    deadline_s: float = DEFAULT_DEADLINE_S  # all attempts, waits and body reading of one tool call
+    max_upstream_bytes: int = DEFAULT_MAX_UPSTREAM_BYTES  # a larger upstream answer is refused unread
     allowed_origins: tuple[str, ...] = ()
     cache: bool = True  # keep upstream answers while fresh (in memory; Lambda: DynamoDB when configured)
     # The HTTP endpoint only:
@@ -66,6 +70,10 @@ class Settings:
             values["upstream_timeout_s"] = _float("PMCP_UPSTREAM_TIMEOUT_S", env["PMCP_UPSTREAM_TIMEOUT_S"])
         if env.get("PMCP_UPSTREAM_RETRIES"):
             values["upstream_retries"] = _int("PMCP_UPSTREAM_RETRIES", env["PMCP_UPSTREAM_RETRIES"])
+        if env.get("PMCP_DEADLINE_S"):
+            values["deadline_s"] = _float("PMCP_DEADLINE_S", env["PMCP_DEADLINE_S"])
+        if env.get("PMCP_MAX_UPSTREAM_BYTES"):
+            values["max_upstream_bytes"] = _int("PMCP_MAX_UPSTREAM_BYTES", env["PMCP_MAX_UPSTREAM_BYTES"])
         if env.get("PMCP_ALLOWED_ORIGINS"):
             values["allowed_origins"] = split_list(env["PMCP_ALLOWED_ORIGINS"])
         if env.get("PMCP_CACHE"):
@@ -104,6 +112,10 @@ class Settings:
             raise ConfigError("PMCP_UPSTREAM_TIMEOUT_S must be positive")
         if not 0 <= self.upstream_retries <= 5:
             raise ConfigError("PMCP_UPSTREAM_RETRIES must be between 0 and 5")
+        if not 0 < self.deadline_s <= 900:  # NaN fails this too
+            raise ConfigError(f"PMCP_DEADLINE_S must be above 0 and at most 900 seconds, not {self.deadline_s!r}")
+        if self.max_upstream_bytes < 1024:
+            raise ConfigError(f"PMCP_MAX_UPSTREAM_BYTES must be at least 1024, not {self.max_upstream_bytes}")
         if self.auth_mode not in AUTH_MODES:
             raise ConfigError(
                 f"auth mode must be one of {', '.join(AUTH_MODES)}, not {self.auth_mode!r} (PMCP_AUTH_MODE)"

@@ -17,6 +17,7 @@ import hashlib
 import logging
 import os
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,9 @@ class CallContext:
     missing_key_help: str | None = None
     record: CallRecord | None = None
     entitlement: str = PUBLIC
+    # time.monotonic() by which a tool call must be done (Lambda: the invocation's end, less a margin);
+    # the call's own deadline (PMCP_DEADLINE_S) applies too, whichever comes first.
+    deadline: float | None = None
 
 
 class Surface:
@@ -132,6 +136,8 @@ class Surface:
             transport=transport,
             timeout_s=settings.upstream_timeout_s,
             retries=settings.upstream_retries,
+            deadline_s=settings.deadline_s,
+            max_body_bytes=settings.max_upstream_bytes,
         )
         return cls(
             catalog,
@@ -203,6 +209,7 @@ class Surface:
     def _run(self, tool: CatalogTool, raw_arguments: Any, ctx: CallContext) -> dict[str, Any]:
         record = ctx.record if ctx.record is not None else CallRecord()
         record.tool = tool.name
+        deadline = self.upstream.deadline(ctx.deadline)  # set before the cache read, so that counts too
         try:
             arguments = prepare_arguments(self.catalog, tool.name, raw_arguments)
             if not ctx.api_key and ctx.missing_key_help and self.catalog.api.auth is not None:
@@ -210,7 +217,7 @@ class Surface:
             key = self._cache_key(tool, arguments, ctx)
             answer = self._cached(key, record) if key is not None else None
             if answer is None:
-                answer = self._fetch(tool, arguments, ctx, record)
+                answer = self._fetch(tool, arguments, ctx, record, deadline)
                 if key is not None:
                     self._keep(key, answer, record)
                 cached_at = None
@@ -230,18 +237,20 @@ class Surface:
             logger.info("tool call failed", extra={"tool": tool.name, "error": type(exc).__name__})
             record.error = type(exc).__name__
             return _error_result(exc, ctx)
-        except Exception:  # a bug of ours: say so without details that could carry secrets
-            logger.exception("unexpected error in a tool call", extra={"tool": tool.name})
+        except Exception as exc:  # a bug of ours: say so without details that could carry secrets
+            # The traceback goes through redact (an exception text may quote the upstream URL, key and all).
+            trace = redact("".join(traceback.format_exception(exc)), ctx.api_key)
+            logger.error("unexpected error in a tool call: %s", trace, extra={"tool": tool.name})
             return _error_result(ToolError(f"Internal error while running {tool.name}; please report it."), ctx)
         return _result(envelope)
 
     def _fetch(
-        self, tool: CatalogTool, arguments: dict[str, Any], ctx: CallContext, record: CallRecord
+        self, tool: CatalogTool, arguments: dict[str, Any], ctx: CallContext, record: CallRecord, deadline: float
     ) -> CachedAnswer:
         """Ask the upstream (errors, rate limits and premium notices raise, so they are never kept)."""
         started = time.perf_counter()
         try:
-            result = self.upstream.call(tool, arguments, ctx.api_key)
+            result = self.upstream.call(tool, arguments, ctx.api_key, deadline=deadline)
         finally:
             if ctx.api_key or self.catalog.api.auth is None:  # without a key, no request went out
                 record.upstream_ms = (time.perf_counter() - started) * 1000

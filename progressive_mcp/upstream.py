@@ -3,7 +3,16 @@
 The request is made from the spec alone: the dispatch parameter carries the tool name, the key
 parameter carries the key from configuration, and arguments can change neither (nor the base
 URL). I/O goes through an `UpstreamTransport`, so tests pass a fake or point at the offline
-sample upstream. The key never appears in a message, an exception or a log line. Example::
+sample upstream. The key never appears in a message, an exception or a log line.
+
+One call's whole upstream work (every attempt, the waits between them, and reading a body that
+trickles in) fits in a deadline: `deadline_s` from the call's start, or earlier when the caller
+says so (a Lambda invocation's remaining time). Each attempt's timeout shrinks to the time left;
+a retry whose wait would not fit is not made, and the error comes back at once. Retries happen
+only where they can help: a refused or dropped connection, HTTP 500/502/503/504, and 429 (after
+its Retry-After, when that is short and fits). A timeout, an oversize body, garbled JSON, an
+HTML page and Alpha Vantage's HTTP-200 notices (quota, premium, bad key) are never retried.
+Example::
 
     client = UpstreamClient(catalog.api, base_url="http://127.0.0.1:8765/query")
     result = client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, api_key="demo")
@@ -19,7 +28,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 from urllib.parse import quote, quote_plus
 
@@ -39,8 +48,13 @@ from progressive_mcp.spec import ApiSpec
 logger = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-MAX_RETRY_AFTER_S = 10.0
-MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_RETRY_AFTER_S = 10.0  # a longer Retry-After is passed on to the model instead of waited out
+# Alpha Vantage's largest answers (full daily history, a month of 1min bars) are a few MB; 16 MB leaves a
+# 1 GB Lambda room to parse and shape one (JSON in Python takes ~10x its size in memory).
+MAX_BODY_BYTES = 16 * 1024 * 1024
+DEFAULT_TIMEOUT_S = 20.0
+DEFAULT_DEADLINE_S = 25.0  # below the stack's 30 s Lambda timeout, with time left to answer
+MIN_ATTEMPT_S = 0.5  # a retry is only worth sending with at least this much time left after its wait
 _BROKEN = object()
 _KEY_IN_URL = re.compile(r"(?i)(apikey|api_key|key|token)=[^&\s\"']+")
 
@@ -52,7 +66,7 @@ class UpstreamRequest:
     url: str
     params: tuple[tuple[str, str], ...] = field(repr=False)
     headers: tuple[tuple[str, str], ...] = field(repr=False)
-    timeout_s: float = 20.0
+    timeout_s: float = DEFAULT_TIMEOUT_S  # the whole attempt: connecting, waiting and reading the entire body
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +77,14 @@ class UpstreamResponse:
 
 
 class TransportError(Exception):
-    """The transport could not get an answer. Its message never holds the URL (it carries the key)."""
+    """The transport could not get an answer. Its message never holds the URL (it carries the key).
 
-    def __init__(self, kind: Literal["connect", "timeout"], detail: str) -> None:
+    `kind`: "connect" (refused, reset, dropped: worth another try), "timeout" (the attempt's time ran
+    out), "too_large" (the body is over the transport's limit; it was not read to the end) or "invalid"
+    (the request could not be sent at all, e.g. a URL over the HTTP library's length limit).
+    """
+
+    def __init__(self, kind: Literal["connect", "timeout", "too_large", "invalid"], detail: str) -> None:
         self.kind = kind
         super().__init__(detail)
 
@@ -75,7 +94,12 @@ class UpstreamTransport(Protocol):
 
 
 class HttpxTransport:
-    """Real HTTP through one pooled httpx client (kept across calls: warm Lambdas reuse connections)."""
+    """Real HTTP through one pooled httpx client (kept across calls: warm Lambdas reuse connections).
+
+    `request.timeout_s` bounds the whole exchange. httpx's timeouts apply to each socket read, so a body
+    sent a byte at a time would never trip them: the exchange runs on a worker thread that checks the
+    clock between chunks, and the caller stops waiting for it when the time is up, whatever it is doing.
+    """
 
     def __init__(self, *, max_body_bytes: int = MAX_BODY_BYTES) -> None:
         self.max_body_bytes = max_body_bytes
@@ -99,6 +123,28 @@ class HttpxTransport:
         return self._client
 
     def send(self, request: UpstreamRequest) -> UpstreamResponse:
+        ends_at = time.monotonic() + request.timeout_s
+        outcome: list[UpstreamResponse | Exception] = []
+        finished, abandoned = threading.Event(), threading.Event()
+
+        def exchange() -> None:
+            try:
+                outcome.append(self._exchange(request, ends_at, abandoned))
+            except Exception as exc:  # handed to the caller below
+                outcome.append(exc)
+            finally:
+                finished.set()
+
+        threading.Thread(target=exchange, name="upstream-request", daemon=True).start()
+        if not finished.wait(max(0.0, ends_at - time.monotonic())) or not outcome:
+            abandoned.set()  # the worker drops the connection at its next chunk or read timeout
+            raise TransportError("timeout", "no complete answer in time")
+        result = outcome[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def _exchange(self, request: UpstreamRequest, ends_at: float, abandoned: threading.Event) -> UpstreamResponse:
         import httpx
 
         client = self._http()
@@ -107,14 +153,16 @@ class HttpxTransport:
             with client.stream(
                 "GET", request.url, params=request.params, headers=request.headers, timeout=request.timeout_s
             ) as response:
+                declared = response.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > self.max_body_bytes:
+                    raise TransportError("too_large", f"Content-Length {declared}")
                 chunks, size = [], 0
                 for chunk in response.iter_bytes():
                     size += len(chunk)
                     if size > self.max_body_bytes:
-                        raise UpstreamBadResponse(
-                            f"The upstream answer is larger than {self.max_body_bytes // (1024 * 1024)} MB; "
-                            "ask for less data."
-                        )
+                        raise TransportError("too_large", f"more than {self.max_body_bytes} bytes")
+                    if abandoned.is_set() or time.monotonic() > ends_at:  # a body that trickles in
+                        raise TransportError("timeout", "the answer arrived too slowly")
                     chunks.append(chunk)
                 headers = {k.lower(): v for k, v in response.headers.items()}
                 return UpstreamResponse(response.status_code, headers, b"".join(chunks))
@@ -124,6 +172,8 @@ class HttpxTransport:
             failure = TransportError("timeout", "no answer in time")
         except httpx.HTTPError as exc:
             failure = TransportError("connect", type(exc).__name__)
+        except httpx.InvalidURL:  # not an HTTPError: e.g. a very long passthrough key makes the URL too long
+            failure = TransportError("invalid", "the request URL is not valid (too long?)")
         # Raised out here so the httpx exception, whose `request` holds the URL and key, is not kept
         # as __context__ (`from None` only hides it from tracebacks).
         raise failure
@@ -144,7 +194,11 @@ class UpstreamResult:
 
 
 class UpstreamClient:
-    """Builds, sends and interprets upstream requests for one API."""
+    """Builds, sends and interprets upstream requests for one API.
+
+    `timeout_s` bounds one attempt, `deadline_s` the whole call; `clock` and `sleep` (monotonic seconds)
+    are injected together so tests can run the deadline arithmetic without waiting.
+    """
 
     def __init__(
         self,
@@ -152,18 +206,29 @@ class UpstreamClient:
         *,
         base_url: str | None = None,
         transport: UpstreamTransport | None = None,
-        timeout_s: float = 20.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         retries: int = 2,
         backoff_s: float = 0.5,
+        deadline_s: float = DEFAULT_DEADLINE_S,
+        max_body_bytes: int = MAX_BODY_BYTES,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self.base_url = base_url or api.base_url
-        self.transport = transport or HttpxTransport()
+        self.transport = transport or HttpxTransport(max_body_bytes=max_body_bytes)
         self.timeout_s = timeout_s
         self.retries = retries
         self.backoff_s = backoff_s
+        self.deadline_s = deadline_s
+        self.max_body_bytes = max_body_bytes
         self._sleep = sleep
+        self.clock = clock
+
+    def deadline(self, cap: float | None = None) -> float:
+        """The `clock` time by which a call starting now must be done: `deadline_s` from now, or `cap` if sooner."""
+        ends_at = self.clock() + self.deadline_s
+        return ends_at if cap is None else min(ends_at, cap)
 
     def build_request(self, tool: CatalogTool, arguments: Mapping[str, Any], api_key: str | None) -> UpstreamRequest:
         params: list[tuple[str, str]] = [(self.api.dispatch.name, tool.name)]
@@ -186,32 +251,55 @@ class UpstreamClient:
                 headers.append((auth.name, auth.prefix + api_key))
         return UpstreamRequest(self.base_url, tuple(params), tuple(headers), self.timeout_s)
 
-    def call(self, tool: CatalogTool, arguments: Mapping[str, Any], api_key: str | None) -> UpstreamResult:
-        """Send one tool call upstream; raises an UpstreamError subclass that says what went wrong."""
+    def call(
+        self, tool: CatalogTool, arguments: Mapping[str, Any], api_key: str | None, *, deadline: float | None = None
+    ) -> UpstreamResult:
+        """Send one tool call upstream; raises an UpstreamError subclass that says what went wrong.
+
+        `deadline` (a `clock` time, see `deadline()`) ends the call sooner than `deadline_s` from now.
+        """
         request = self.build_request(tool, arguments, api_key)
         started = time.perf_counter()
+        ends_at = self.deadline(deadline)
         attempt = 0
         while True:
             attempt += 1
+            left_s = ends_at - self.clock()
+            if left_s <= 0:
+                raise UpstreamTimeout(
+                    f"No time was left to call {self.api.title} within this request's time limit "
+                    f"({attempt - 1} attempts made). Try again."
+                )
+            attempt_s = min(self.timeout_s, left_s)
             try:
-                response = self.transport.send(request)
+                response = self.transport.send(replace(request, timeout_s=attempt_s))
             except TransportError as exc:
-                if exc.kind == "timeout":
+                if exc.kind == "timeout":  # it used the time there was: another try would not fit
                     raise UpstreamTimeout(
-                        f"{self.api.title} did not answer within {self.timeout_s:g} s. Try again, or ask for "
-                        "less data (e.g. outputsize=compact)."
+                        f"{self.api.title} did not answer in time (gave up after {attempt_s:.1f} s, attempt "
+                        f"{attempt}). Try again, or ask for less data (e.g. outputsize=compact)."
                     ) from None
-                if attempt <= self.retries:
-                    self._sleep(self.backoff_s * 2 ** (attempt - 1))
+                if exc.kind == "too_large":
+                    raise self._too_large() from None
+                if exc.kind == "invalid":
+                    raise UpstreamRejected(
+                        f"The request to {self.api.title} could not be sent: {exc}. Shorten the arguments, and check "
+                        "that the API key is the one the provider issued."
+                    ) from None
+                wait_s = self._backoff(attempt)
+                if attempt <= self.retries and self._fits(wait_s, ends_at):
+                    self._sleep(wait_s)
                     continue
                 raise UpstreamUnavailable(
-                    f"Could not reach {self.api.title} after {attempt} attempts ({exc}). Try again later."
+                    f"Could not reach {self.api.title} after {_attempts(attempt)} ({exc}). Try again later."
                 ) from None
+            if len(response.body) > self.max_body_bytes:  # a transport without a limit of its own
+                raise self._too_large()
             if response.status in RETRY_STATUSES and attempt <= self.retries:
-                retry_after_s = _retry_after(response)
-                backoff_s = self.backoff_s * 2 ** (attempt - 1)
-                self._sleep(min(retry_after_s, MAX_RETRY_AFTER_S) if retry_after_s is not None else backoff_s)
-                continue
+                wait = self._retry_wait(response, attempt)
+                if wait is not None and self._fits(wait, ends_at):
+                    self._sleep(wait)
+                    continue
             break
         elapsed_ms = (time.perf_counter() - started) * 1000
         logger.info(
@@ -226,6 +314,26 @@ class UpstreamClient:
         payload, fmt = self._interpret(tool, arguments, response, attempt, api_key)
         return UpstreamResult(payload, fmt, response.status, attempt, elapsed_ms, len(response.body))
 
+    def _backoff(self, attempt: int) -> float:
+        return self.backoff_s * 2 ** (attempt - 1)
+
+    def _retry_wait(self, response: UpstreamResponse, attempt: int) -> float | None:
+        """How long to wait before retrying this answer, or None when waiting would not help."""
+        retry_after_s = _retry_after(response)
+        if retry_after_s is None:
+            return self._backoff(attempt)
+        return retry_after_s if retry_after_s <= MAX_RETRY_AFTER_S else None
+
+    def _fits(self, wait_s: float, ends_at: float) -> bool:
+        """Whether a retry after `wait_s` still leaves it time to work before the deadline."""
+        return self.clock() + wait_s + MIN_ATTEMPT_S <= ends_at
+
+    def _too_large(self) -> UpstreamBadResponse:
+        return UpstreamBadResponse(
+            f"The {self.api.title} answer is larger than {self.max_body_bytes / (1024 * 1024):g} MB, more than this "
+            "server accepts. Ask for less data, e.g. outputsize=compact or a shorter interval."
+        )
+
     def _interpret(
         self,
         tool: CatalogTool,
@@ -238,20 +346,33 @@ class UpstreamClient:
         retry_after_s = _retry_after(response)
         if status == 429:
             raise RateLimited(
-                f"{self.api.title} is rate limiting requests (HTTP 429, {attempts} attempts). Wait a minute and "
-                "try again.",
+                f"{self.api.title} is rate limiting requests (HTTP 429, {_attempts(attempts)}). "
+                f"{'Wait a minute' if retry_after_s is None else f'Wait {retry_after_s:g} s'} and try again.",
                 status=status,
                 retry_after_s=60.0 if retry_after_s is None else retry_after_s,
             )
         if status >= 500:
             raise UpstreamUnavailable(
-                f"{self.api.title} is having trouble (HTTP {status}, {attempts} attempts). Try again later.",
+                f"{self.api.title} is having trouble (HTTP {status}, {_attempts(attempts)}). "
+                + ("Try again later." if retry_after_s is None else f"Try again in {retry_after_s:g} s."),
                 status=status,
+                retry_after_s=retry_after_s,
             )
         if status >= 400:
             raise UpstreamRejected(f"{self.api.title} refused the request (HTTP {status}).", status=status)
         text = response.body.decode("utf-8", errors="replace")
         stripped = text.lstrip()
+        content_type = response.headers.get("content-type", "")
+        if not stripped:
+            raise UpstreamBadResponse(
+                f"{self.api.title} answered with an empty body (HTTP {status}). Try again in a moment.", status=status
+            )
+        if "html" in content_type.lower() or stripped[:15].lower().startswith(("<!doctype html", "<html")):
+            raise UpstreamBadResponse(
+                f"{self.api.title} answered with an HTML page instead of data (HTTP {status}, {len(response.body)} "
+                "bytes): the service may be down or in maintenance. Try again later.",
+                status=status,
+            )
         if stripped.startswith(("{", "[")):
             try:
                 payload = json.loads(text)
@@ -264,7 +385,6 @@ class UpstreamClient:
                 )
             self._raise_for_error_body(tool, arguments, payload, api_key)
             return payload, "json"
-        content_type = response.headers.get("content-type", "")
         if arguments.get("datatype") == "csv" or "csv" in content_type:
             if len(stripped.splitlines()) < 2:  # nothing, or a header without rows (an unknown symbol)
                 raise UpstreamRejected(
@@ -347,6 +467,10 @@ def _retry_after(response: UpstreamResponse) -> float | None:
         if math.isfinite(seconds):  # "nan" would break sleep(); "inf" is no JSON number
             return max(seconds, 0.0)
     return None
+
+
+def _attempts(count: int) -> str:
+    return "1 attempt" if count == 1 else f"{count} attempts"
 
 
 def _shown(arguments: Mapping[str, Any]) -> str:

@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
             categories=args.categories,
             upstream_url=args.upstream,
             cache=getattr(args, "cache", None),
+            deadline_s=getattr(args, "deadline", None),
         )
         surface = Surface.from_settings(settings)
     except ProgressiveMCPError as exc:

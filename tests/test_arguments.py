@@ -235,3 +235,21 @@ def test_congress_trades_lists_its_other_problems_too(catalog: Catalog) -> None:
     problem_about(error, "symbol", "bioguide_id", "at least one")
     problem_about(error, "datatype", '"xml"', '"json", "csv"')
     problem_about(error, "'bioguide'", "allowed arguments")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [{"symbol": "IBM\ud800"}, {"\udfff": 1, "symbol": "IBM"}, '{"symbol": "\\ud800"}'],
+    ids=["in-a-value", "in-a-name", "in-a-json-string"],
+)
+def test_lone_surrogates_are_invalid_arguments(catalog: Catalog, raw: Any) -> None:
+    """The validator reads UTF-8, which a lone surrogate lacks (was an unexpected UnicodeEncodeError)."""
+    error = invalid(catalog, "GLOBAL_QUOTE", raw)
+    problem_about(error, "lone surrogate")
+
+
+def test_an_integral_float_for_an_integer_goes_upstream_as_an_integer(catalog: Catalog) -> None:
+    arguments = prepare_arguments(
+        catalog, "RSI", {"symbol": "IBM", "interval": "daily", "time_period": 14.0, "series_type": "close"}
+    )
+    assert arguments["time_period"] == 14 and isinstance(arguments["time_period"], int)

@@ -552,6 +552,34 @@ def test_invalid_utf8_is_named_in_the_message(endpoint: Endpoint) -> None:
     assert "UTF-8" in error["message"]
 
 
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"\\ud800x"}', 200, id="in-an-error-message"),
+        pytest.param(b'{"jsonrpc":"2.0","id":"\\udfff","method":"nope"}', 200, id="in-the-id-of-an-error"),
+        pytest.param(
+            b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"\\ud800","arguments":{}}}',
+            200,
+            id="in-an-unknown-tool-name",
+        ),
+        pytest.param(
+            b'{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+            b'"params":{"name":"TOOL_SEARCH","arguments":{"query":"apple \\ud800 price"}}}',
+            200,
+            id="echoed-in-a-result",
+        ),
+    ],
+)
+def test_lone_surrogates_are_answered_as_valid_utf8(endpoint: Endpoint, body: bytes, status: int) -> None:
+    """A "\\ud800" escape is valid JSON but has no UTF-8 form: echoing it must not break the answer (was a crash
+    or a 500)."""
+    response = post(endpoint, body)
+    assert response.status == status
+    text = response.body.decode("utf-8")  # strict: the body is UTF-8
+    assert "\\ud" in text or "\\uD" in text  # the surrogate is kept, escaped
+    assert json.loads(text)["jsonrpc"] == "2.0"
+
+
 def test_batches_are_rejected(endpoint: Endpoint) -> None:
     response = post(endpoint, [rpc("ping", request_id=1), rpc("ping", request_id=2)])
     error = error_of(response, 400, INVALID_REQUEST)

@@ -159,6 +159,7 @@ def test_default_environment(default: Synth) -> None:
         "PMCP_MODE": "progressive",
         "PMCP_AUTH_MODE": "server-key",
         "PMCP_UPSTREAM_TIMEOUT_S": "20",
+        "PMCP_DEADLINE_S": "25",
         "POWERTOOLS_SERVICE_NAME": "progressive-mcp",
         "POWERTOOLS_METRICS_NAMESPACE": "ProgressiveMCP",
         "POWERTOOLS_LOG_LEVEL": "INFO",
@@ -185,6 +186,15 @@ def test_optional_settings_reach_the_environment(url: Synth) -> None:
 
 def test_upstream_timeout_leaves_the_function_time_to_answer(synths: dict[str, Synth]) -> None:
     assert synths["http_passthrough"].environment()["PMCP_UPSTREAM_TIMEOUT_S"] == "7"  # timeout_s=12
+    assert synths["http_passthrough"].environment()["PMCP_DEADLINE_S"] == "7"  # the whole call, too
+
+
+def test_deadline_stays_below_the_function_timeout() -> None:
+    assert StackConfig(timeout_s=30).effective_deadline_s == 25
+    assert StackConfig(timeout_s=30, deadline_s=29.5).effective_deadline_s == 29.5
+    for deadline in (30, 31, 0):
+        with pytest.raises(ValueError, match=f"deadline_s={deadline} must be positive and below timeout_s"):
+            StackConfig(timeout_s=30, deadline_s=deadline)
 
 
 def test_function_logs_to_its_own_log_group_with_retention_and_no_managed_policy(default: Synth) -> None:

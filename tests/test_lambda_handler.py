@@ -326,6 +326,15 @@ def test_correlation_id_falls_back_to_the_context_request_id(upstream: SampleUps
     assert line["rpc_method"] == "ping"
 
 
+def test_a_lone_surrogate_in_the_method_still_gets_its_log_line(upstream: SampleUpstream, out: Output) -> None:
+    """A "\\ud800" escape is valid JSON but no UTF-8: logged as it came, the line failed to write and was lost."""
+    make_handler(passthrough(upstream))(api_event('{"jsonrpc":"2.0","id":1,"method":"\\ud800x"}'), ctx())
+    captured = out.capsys.readouterr()
+    (line,) = request_logs(captured.out)
+    assert line["rpc_method"] == "\\ud800x"  # the escape, as text
+    assert "Logging error" not in captured.err
+
+
 def test_log_keys_do_not_leak_between_invocations(upstream: SampleUpstream, out: Output) -> None:
     handle = make_handler(passthrough(upstream))
     handle(api_event(rpc("tools/list"), request_id="first-id"), ctx())

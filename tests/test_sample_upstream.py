@@ -5,6 +5,7 @@ Run with: .venv/bin/python -m pytest tests/test_sample_upstream.py -q
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -437,13 +438,84 @@ def test_fault_huge(upstream: SampleUpstream) -> None:
     assert len(str(call(upstream, function="GLOBAL_QUOTE", symbol="IBM"))) < 1000  # only time series grow
 
 
+@pytest.mark.parametrize("code", [429, 503])
+def test_fault_retry_after_rides_on_a_status(upstream: SampleUpstream, code: int) -> None:
+    status, faults = control(upstream, "/_sample/faults", {"status": code, "retry_after": 7})
+    assert status == 200 and faults["retry_after"] == 7.0
+    status, headers, _ = fetch(upstream, function="GLOBAL_QUOTE", symbol="IBM")
+    assert status == code
+    assert headers["Retry-After"] == "7"
+
+
+def test_fault_empty_body(upstream: SampleUpstream) -> None:
+    upstream.faults.empty = True
+    status, headers, body = fetch(upstream, function="GLOBAL_QUOTE", symbol="IBM")
+    assert (status, headers["Content-Type"], headers["Content-Length"], body) == (200, "application/json", "0", b"")
+
+
+def test_fault_html_page_with_status_200(upstream: SampleUpstream) -> None:
+    control(upstream, "/_sample/faults", {"html": True})
+    status, headers, body = fetch(upstream, function="GLOBAL_QUOTE", symbol="IBM")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/html")
+    assert body.startswith(b"<!DOCTYPE html>")
+
+
+def test_fault_invalid_key_whatever_the_key(upstream: SampleUpstream) -> None:
+    control(upstream, "/_sample/faults", {"invalid_key": True})
+    assert call(upstream, function="GLOBAL_QUOTE", symbol="IBM", apikey="a-fine-key") == {"Error Message": APIKEY_ERROR}
+
+
+def test_fault_body_mb_is_streamed_valid_json_of_that_size(upstream: SampleUpstream) -> None:
+    control(upstream, "/_sample/faults", {"body_mb": 2})
+    status, headers, body = fetch(upstream, function="GLOBAL_QUOTE", symbol="IBM")
+    assert status == 200
+    assert headers["Transfer-Encoding"] == "chunked" and "Content-Length" not in headers
+    assert 2 * 1024 * 1024 <= len(body) < 2 * 1024 * 1024 + 200
+    assert len(json.loads(body)["padding"]) == 2 * 1024 * 1024
+
+
+def test_fault_trickle_sends_one_byte_at_a_time(upstream: SampleUpstream) -> None:
+    upstream.faults.trickle_s = 0.05
+    host, port = upstream.host, upstream.port
+    with socket.create_connection((host, port), timeout=5) as sock:
+        sock.sendall(b"GET /query?function=GLOBAL_QUOTE&symbol=IBM&apikey=k HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += sock.recv(4096)
+        _, _, already = head.partition(b"\r\n\r\n")
+        # The body comes in pieces of one byte, paced: a read right after the headers finds (almost) nothing.
+        sock.settimeout(1)
+        pieces = [sock.recv(4096) for _ in range(3)]
+    assert "Content-Length: " in head.decode()
+    assert len(already) <= 1 and all(len(piece) == 1 for piece in pieces)
+
+
+def test_fault_disconnect_closes_without_an_answer(upstream: SampleUpstream) -> None:
+    control(upstream, "/_sample/faults", {"disconnect": True})
+    with socket.create_connection((upstream.host, upstream.port), timeout=5) as sock:
+        sock.sendall(b"GET /query?function=GLOBAL_QUOTE&symbol=IBM&apikey=k HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(4096) == b""  # closed, nothing sent
+    assert len(upstream.requests) == 1
+
+
+def test_refuse_and_accept_connections_on_the_same_port() -> None:
+    with SampleUpstream() as server:
+        server.refuse_connections()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((server.host, server.port), timeout=5).close()
+        server.accept_connections()
+        assert fetch(server, function="CPI")[0] == 200
+
+
 # ---- control endpoints, request log, routing ----------------------------------------------------
 
 
 def test_control_faults_partial_update(upstream: SampleUpstream) -> None:
     status, faults = control(upstream, "/_sample/faults", {"status": 503})
     assert status == 200
-    assert faults == {"delay_s": 0.0, "status": 503, "malformed": False, "huge": False, "rate_limit": False}
+    assert faults == dataclasses.asdict(Faults(status=503))
+    assert faults["retry_after"] is None and faults["trickle_s"] == 0.0 and faults["body_mb"] == 0.0
     status, faults = control(upstream, "/_sample/faults", {"delay_s": 0.01})
     assert faults["status"] == 503 and faults["delay_s"] == 0.01
     assert upstream.faults.status == 503
@@ -453,7 +525,22 @@ def test_control_faults_partial_update(upstream: SampleUpstream) -> None:
     assert fetch(upstream, function="GLOBAL_QUOTE", symbol="IBM")[0] == 200
 
 
-@pytest.mark.parametrize("payload", [{"bogus": 1}, {"status": "500"}, {"malformed": 1}, {"delay_s": -1}, [1]])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"bogus": 1},
+        {"status": "500"},
+        {"malformed": 1},
+        {"delay_s": -1},
+        [1],
+        {"retry_after": "soon"},
+        {"retry_after": -1},
+        {"trickle_s": True},
+        {"body_mb": 5000},
+        {"empty": "yes"},
+        {"disconnect": None},
+    ],
+)
 def test_control_faults_rejects_bad_updates(upstream: SampleUpstream, payload: object) -> None:
     status, answer = control(upstream, "/_sample/faults", payload)
     assert status == 400

@@ -10,6 +10,7 @@ from typing import Any
 import jsonschema_rs
 import pytest
 
+from progressive_mcp import search as search_module
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.errors import ConfigError, UnknownTool
 from progressive_mcp.metatools import META_TOOL_NAMES
@@ -96,6 +97,22 @@ def test_tool_list_bad_arguments_are_actionable(surface: Surface, arguments: dic
     assert error["error"]["inputSchema"]["properties"]["category"]["enum"][0] == "stocks"
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("TOOL_LIST", {"category": ["forex"]}),
+        ("TOOL_SEARCH", {"query": "exchange rate", "category": {"name": "forex"}}),
+    ],
+)
+def test_a_category_that_is_not_a_string_is_an_error_result(
+    surface: Surface, tool: str, arguments: dict[str, Any]
+) -> None:
+    """A list or object as the category was an unhashable-type TypeError (a 500 over HTTP)."""
+    error, failed = call(surface, tool, arguments)
+    assert failed
+    assert "unknown category" in error["error"]["message"]
+
+
 def test_tool_search_ranks_the_quote_tool_first(surface: Surface) -> None:
     found, failed = call(surface, "TOOL_SEARCH", {"query": "give me aapl price"})
     assert not failed
@@ -120,10 +137,29 @@ def test_tool_search_off_topic_gives_empty_results_and_a_hint(surface: Surface, 
     assert set(found["categories"]) == set(catalog.categories)
 
 
-@pytest.mark.parametrize("arguments", [{"query": ""}, {"query": "x", "limit": 0}, {"query": "x", "limit": 99}, {}])
+@pytest.mark.parametrize(
+    "arguments",
+    [{"query": ""}, {"query": "x", "limit": 0}, {"query": "x", "limit": 99}, {}, {"query": "stock price " * 100}],
+)
 def test_tool_search_rejects_bad_arguments(surface: Surface, arguments: dict[str, Any]) -> None:
     _, failed = call(surface, "TOOL_SEARCH", arguments)
     assert failed
+
+
+def test_tool_search_spell_check_skips_words_longer_than_any_catalog_word(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A word of n letters has n deletions of n-1 letters each: a 100,000-letter query took ~40 s (O(n²))."""
+    index = SearchIndex(catalog.in_categories(None))
+    assert [h.name for h in index.search("relative strenght index")][:1] == ["RSI"]  # builds the typo index
+    longest = max(len(term) for term in index._postings)
+    spelled: list[int] = []
+    original = search_module._deletes
+    monkeypatch.setattr(search_module, "_deletes", lambda word: spelled.append(len(word)) or original(word))
+
+    assert index.search("x" * 100_000) == []
+    assert [h.name for h in index.search("relative strenght index")][:1] == ["RSI"]  # still corrects typos
+    assert spelled and max(spelled) <= longest + 1
 
 
 def best_tool(surface: Surface, query: str) -> str | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import time
+import threading
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -402,12 +402,11 @@ def test_backoff_never_really_sleeps(
         catalog.api, base_url=upstream.url, transport=transport, retries=3, backoff_s=5.0, sleep=sleep
     )
 
-    started = time.perf_counter()
     with pytest.raises(UpstreamUnavailable):
         client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
 
+    # The injected sleep does not move the real clock, so every wait "fits" the 25 s deadline.
     assert sleep.delays == [5.0, 10.0, 20.0]
-    assert time.perf_counter() - started < 2.0
     assert len(upstream.requests) == 4
 
 
@@ -427,9 +426,9 @@ def test_http_429_is_retried_then_rate_limited(
 
 @pytest.mark.parametrize(
     ("header", "slept", "reported"),
-    [("7", 7.0, 7.0), ("120", 10.0, 120.0), ("nan", 0.5, 60.0), ("inf", 0.5, 60.0), ("soon", 0.5, 60.0)],
+    [("7", [7.0], 7.0), ("120", [], 120.0), ("nan", [0.5], 60.0), ("inf", [0.5], 60.0), ("soon", [0.5], 60.0)],
 )
-def test_http_429_honours_retry_after(catalog: Catalog, header: str, slept: float, reported: float) -> None:
+def test_http_429_honours_retry_after(catalog: Catalog, header: str, slept: list[float], reported: float) -> None:
     too_many = json_response({}, status=429, headers={"retry-after": header})
     transport = ScriptedTransport(too_many, too_many)
     sleep = RecordingSleep()
@@ -438,8 +437,10 @@ def test_http_429_honours_retry_after(catalog: Catalog, header: str, slept: floa
     with pytest.raises(RateLimited) as caught:
         client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
 
-    assert sleep.delays == [slept]  # our own wait is capped...
-    assert caught.value.retry_after_s == reported  # ...but the model hears what the upstream said
+    # A short Retry-After is waited out; a long one (over MAX_RETRY_AFTER_S) is not worth a wait...
+    assert sleep.delays == slept
+    assert len(transport.sent) == 1 + len(slept)
+    assert caught.value.retry_after_s == reported  # ...and the model hears what the upstream said
 
 
 def test_server_error_then_success_succeeds_on_the_second_attempt(catalog: Catalog) -> None:
@@ -474,11 +475,36 @@ def test_malformed_body_is_bad_response(client: UpstreamClient, catalog: Catalog
 
 
 def test_answer_neither_json_nor_csv_is_bad_response(catalog: Catalog) -> None:
-    page = UpstreamResponse(200, {"content-type": "text/html"}, b"<html>maintenance</html>")
-    client = UpstreamClient(catalog.api, transport=ScriptedTransport(page), sleep=RecordingSleep())
+    odd = UpstreamResponse(200, {"content-type": "application/octet-stream"}, b"\x00\x01binary")
+    client = UpstreamClient(catalog.api, transport=ScriptedTransport(odd), sleep=RecordingSleep())
 
     with pytest.raises(UpstreamBadResponse, match="neither JSON nor CSV"):
         client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+
+@pytest.mark.parametrize("content_type", ["text/html", "text/plain", ""])
+def test_html_page_with_status_200_is_bad_response_not_retried(catalog: Catalog, content_type: str) -> None:
+    page = UpstreamResponse(200, {"content-type": content_type}, b"<!DOCTYPE html><html>maintenance</html>")
+    transport = ScriptedTransport(page, page)
+    client = UpstreamClient(catalog.api, transport=transport, sleep=RecordingSleep())
+
+    with pytest.raises(UpstreamBadResponse, match="HTML page instead of data") as caught:
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert len(transport.sent) == 1
+    assert caught.value.details() == {"kind": "bad_response", "upstream_status": 200}
+
+
+@pytest.mark.parametrize("datatype", ["json", "csv"])
+def test_empty_body_is_bad_response_not_retried(catalog: Catalog, datatype: str) -> None:
+    empty = UpstreamResponse(200, {"content-type": "application/json"}, b"  \n")
+    transport = ScriptedTransport(empty, empty)
+    client = UpstreamClient(catalog.api, transport=transport, sleep=RecordingSleep())
+
+    with pytest.raises(UpstreamBadResponse, match="empty body"):
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM", "datatype": datatype}, KEY)
+
+    assert len(transport.sent) == 1
 
 
 def test_slow_answer_times_out_without_retry(
@@ -487,11 +513,9 @@ def test_slow_answer_times_out_without_retry(
     upstream.faults.delay_s = 1.0
     client = UpstreamClient(catalog.api, base_url=upstream.url, transport=transport, timeout_s=0.3, sleep=sleep)
 
-    started = time.perf_counter()
     with pytest.raises(UpstreamTimeout) as caught:
         client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
 
-    assert time.perf_counter() - started < 0.9
     assert "0.3 s" in str(caught.value)
     assert len(upstream.requests) == 1
     assert sleep.delays == []
@@ -507,6 +531,243 @@ def test_connection_refused_is_unavailable_after_retries(
 
     assert "3 attempts" in str(caught.value)
     assert sleep.delays == [0.5, 1.0]
+
+
+# --- the deadline: a fake clock whose sleep moves it, and a transport whose answers take fake time ---
+
+
+class FakeClock:
+    """A monotonic clock that only moves when slept on (or when a fake transport spends time)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.delays: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        self.now += seconds
+
+
+class TimedTransport:
+    """Scripted answers, each taking `cost_s` of the fake clock's time; remembers each attempt's timeout."""
+
+    def __init__(self, clock: FakeClock, *script: tuple[float, UpstreamResponse | TransportError]) -> None:
+        self.clock = clock
+        self.script = list(script)
+        self.timeouts: list[float] = []
+
+    def send(self, request: UpstreamRequest) -> UpstreamResponse:
+        self.timeouts.append(request.timeout_s)
+        cost_s, step = self.script.pop(0)
+        self.clock.now += min(cost_s, request.timeout_s)
+        if isinstance(step, TransportError):
+            raise step
+        return step
+
+
+OK_QUOTE = json_response({"Global Quote": {"01. symbol": "IBM", "05. price": "245.0000"}})
+
+
+def timed_client(catalog: Catalog, clock: FakeClock, transport: TimedTransport, **options: Any) -> UpstreamClient:
+    options = {"retries": 2, "deadline_s": 3.0, **options}
+    return UpstreamClient(catalog.api, transport=transport, sleep=clock.sleep, clock=clock, **options)
+
+
+def test_each_attempt_gets_only_the_time_left_and_a_retry_that_would_not_fit_is_skipped(catalog: Catalog) -> None:
+    clock = FakeClock()
+    busy = UpstreamResponse(503, {}, b"busy")
+    transport = TimedTransport(clock, (1.0, busy), (1.0, busy), (1.0, OK_QUOTE))
+    client = timed_client(catalog, clock, transport)
+
+    with pytest.raises(UpstreamUnavailable) as caught:
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    # t=0: 3 s left; t=1: wait 0.5; t=1.5: 1.5 s left; t=2.5: a 1 s wait would leave less than MIN_ATTEMPT_S.
+    assert transport.timeouts == [3.0, 1.5]
+    assert clock.delays == [0.5]
+    assert "2 attempts" in str(caught.value)
+    assert clock.now - 1000.0 <= 3.0
+
+
+def test_a_callers_deadline_caps_the_configured_one(catalog: Catalog) -> None:
+    clock = FakeClock()
+    transport = TimedTransport(clock, (0.1, OK_QUOTE))
+    client = timed_client(catalog, clock, transport, deadline_s=25.0, timeout_s=20.0)
+
+    client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY, deadline=clock() + 1.25)
+
+    assert transport.timeouts == [1.25]
+
+
+def test_no_time_left_sends_nothing(catalog: Catalog) -> None:
+    clock = FakeClock()
+    transport = TimedTransport(clock, (0.1, OK_QUOTE))
+    client = timed_client(catalog, clock, transport)
+
+    with pytest.raises(UpstreamTimeout, match="No time was left"):
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY, deadline=clock() - 0.01)
+
+    assert transport.timeouts == []
+
+
+def test_a_timeout_is_never_retried_even_with_time_to_spare(catalog: Catalog) -> None:
+    clock = FakeClock()
+    transport = TimedTransport(clock, (2.0, TransportError("timeout", "slow")), (0.1, OK_QUOTE))
+    client = timed_client(catalog, clock, transport, timeout_s=2.0, deadline_s=25.0)
+
+    with pytest.raises(UpstreamTimeout) as caught:
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert transport.timeouts == [2.0]
+    assert clock.delays == []
+    assert caught.value.details() == {"kind": "timeout"}
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_retry_after_that_fits_is_waited_out_exactly(catalog: Catalog, status: int) -> None:
+    clock = FakeClock()
+    wait = UpstreamResponse(status, {"retry-after": "1"}, b"")
+    transport = TimedTransport(clock, (0.1, wait), (0.1, OK_QUOTE))
+    client = timed_client(catalog, clock, transport)
+
+    result = client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert result.attempts == 2
+    assert clock.delays == [1.0]
+
+
+@pytest.mark.parametrize(("status", "error"), [(429, RateLimited), (503, UpstreamUnavailable)])
+def test_a_retry_after_past_the_deadline_returns_at_once_carrying_it(
+    catalog: Catalog, status: int, error: type[UpstreamError]
+) -> None:
+    clock = FakeClock()
+    wait = UpstreamResponse(status, {"retry-after": "5"}, b"")
+    transport = TimedTransport(clock, (0.1, wait), (0.1, OK_QUOTE))
+    client = timed_client(catalog, clock, transport)  # 3 s deadline: a 5 s wait cannot fit
+
+    with pytest.raises(error) as caught:
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert transport.timeouts == [3.0]
+    assert clock.delays == []
+    assert caught.value.retry_after_s == 5.0
+    assert caught.value.status == status
+
+
+def test_dropped_connections_are_retried_while_the_backoff_fits(catalog: Catalog) -> None:
+    clock = FakeClock()
+    dropped = TransportError("connect", "RemoteProtocolError")
+    transport = TimedTransport(clock, (0.0, dropped), (0.0, dropped), (0.1, OK_QUOTE))
+    client = timed_client(catalog, clock, transport)
+
+    result = client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert result.attempts == 3
+    assert clock.delays == [0.5, 1.0]
+    assert transport.timeouts == [3.0, 2.5, 1.5]
+
+
+def test_an_oversize_body_is_bad_response_naming_the_limit_and_not_retried(catalog: Catalog) -> None:
+    clock = FakeClock()
+    big = json_response({"padding": "x" * 4096})
+    transport = TimedTransport(clock, (0.1, big), (0.1, OK_QUOTE))
+    client = timed_client(catalog, clock, transport, max_body_bytes=2048)
+
+    with pytest.raises(UpstreamBadResponse, match=r"larger than 0.00195312 MB.*outputsize=compact"):
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert len(transport.timeouts) == 1
+
+
+def test_a_transport_refusing_a_large_body_becomes_bad_response(catalog: Catalog) -> None:
+    clock = FakeClock()
+    transport = TimedTransport(clock, (0.1, TransportError("too_large", "Content-Length 52428800")))
+    client = timed_client(catalog, clock, transport)
+
+    with pytest.raises(UpstreamBadResponse, match="larger than 16 MB") as caught:
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert len(transport.timeouts) == 1
+    assert "52428800" not in str(caught.value)
+
+
+NOTICES = {
+    "daily limit": {"Information": "our standard API rate limit is 25 requests per day."},
+    "premium": {"Information": "Thank you for using Alpha Vantage! This is a premium endpoint."},
+    "invalid key": {"Error Message": "the parameter apikey is invalid or missing."},
+}
+
+
+@pytest.mark.parametrize("notice", NOTICES.values(), ids=NOTICES.keys())
+def test_http_200_notices_are_never_retried(catalog: Catalog, notice: dict[str, str]) -> None:
+    clock = FakeClock()
+    transport = TimedTransport(clock, (0.1, json_response(notice)), (0.1, OK_QUOTE))
+    client = timed_client(catalog, clock, transport)
+
+    with pytest.raises(UpstreamError):
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert len(transport.timeouts) == 1 and clock.delays == []
+
+
+# --- the deadline over real HTTP --------------------------------------------------------------------
+
+
+def test_a_trickling_body_is_cut_off_by_the_wall_clock(
+    catalog: Catalog, upstream: SampleUpstream, transport: HttpxTransport
+) -> None:
+    upstream.faults.trickle_s = 0.05  # each byte arrives well inside httpx's per-read timeout
+    client = UpstreamClient(catalog.api, base_url=upstream.url, transport=transport, timeout_s=0.5, deadline_s=0.5)
+
+    with pytest.raises(UpstreamTimeout):
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+    assert len(upstream.requests) == 1
+
+
+def test_a_streamed_body_over_the_limit_is_refused_while_streaming(catalog: Catalog, upstream: SampleUpstream) -> None:
+    upstream.faults.body_mb = 3  # chunked: no Content-Length to refuse it by
+    small = HttpxTransport(max_body_bytes=1024 * 1024)
+    client = UpstreamClient(catalog.api, base_url=upstream.url, transport=small, max_body_bytes=1024 * 1024)
+    try:
+        with pytest.raises(UpstreamBadResponse, match="larger than 1 MB"):
+            client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+    finally:
+        small.close()
+    assert len(upstream.requests) == 1
+
+
+def test_a_declared_content_length_over_the_limit_is_refused_before_reading(catalog: Catalog) -> None:
+    """The server announces 50 MB and sends nothing more: only the header can end this before the timeout."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        accepted: list[socket.socket] = []
+
+        def answer() -> None:
+            conn, _ = listener.accept()
+            accepted.append(conn)
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 52428800\r\n\r\n{")
+
+        worker = threading.Thread(target=answer, daemon=True)
+        worker.start()
+        http_transport = HttpxTransport()
+        client = UpstreamClient(
+            catalog.api, base_url=f"http://127.0.0.1:{port}/query", transport=http_transport, timeout_s=5.0
+        )
+        try:
+            with pytest.raises(UpstreamBadResponse, match="larger than 16 MB"):
+                client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+        finally:
+            http_transport.close()
+            worker.join(timeout=5)
+            for conn in accepted:
+                conn.close()
 
 
 # --- the key never leaks ------------------------------------------------------------------------
@@ -529,6 +790,11 @@ LEAK_CASES: dict[str, tuple[dict[str, Any], str, str, dict[str, Any], type[Upstr
     # the broken body is the rate-limit notice cut in half: it still holds the echoed key
     "malformed notice": ({"malformed": True, "rate_limit": True}, KEY, "GLOBAL_QUOTE", {}, UpstreamBadResponse),
     "timeout": ({"delay_s": 1.0}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, UpstreamTimeout),
+    "trickle": ({"trickle_s": 0.05, "rate_limit": True}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, UpstreamTimeout),
+    "429 retry-after": ({"status": 429, "retry_after": 60}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, RateLimited),
+    "empty body": ({"empty": True}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, UpstreamBadResponse),
+    "html page": ({"html": True}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, UpstreamBadResponse),
+    "dropped connection": ({"disconnect": True}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, UpstreamUnavailable),
 }
 
 
@@ -616,3 +882,20 @@ def test_request_repr_never_shows_the_key() -> None:
     )
     assert ("apikey", "ReprKey-991") in request.params
     assert "ReprKey-991" not in repr(request)
+
+
+def test_deadline_and_body_limit_settings_reach_the_client(catalog: Catalog) -> None:
+    from progressive_mcp.errors import ConfigError
+    from progressive_mcp.settings import Settings
+    from progressive_mcp.surface import Surface
+
+    settings = Settings.from_env({"PMCP_DEADLINE_S": "3.5", "PMCP_MAX_UPSTREAM_BYTES": "2048"})
+    client = Surface.from_settings(settings, catalog=catalog).upstream
+
+    assert (client.deadline_s, client.max_body_bytes) == (3.5, 2048)
+    assert isinstance(client.transport, HttpxTransport) and client.transport.max_body_bytes == 2048
+    assert Settings.from_env({}).deadline_s == 25.0
+    assert Settings.from_env({}).max_upstream_bytes == 16 * 1024 * 1024
+    for bad in ({"PMCP_DEADLINE_S": "0"}, {"PMCP_DEADLINE_S": "nan"}, {"PMCP_MAX_UPSTREAM_BYTES": "10"}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            Settings.from_env(bad)
