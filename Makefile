@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SAMPLE_PORT ?= 8765
 PORT ?= 8000
 
-.PHONY: demo test lint serve conformance synth deploy destroy bench tokens spec-schema clean
+.PHONY: demo test lint serve conformance smoke load synth deploy destroy bench tokens spec-schema clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,14 @@ serve: $(STAMP)
 conformance: $(STAMP)
 	$(PY) .ci/conformance.py
 
+# The official Python SDK client (every connect mode) over stdio and over HTTP.
+smoke: $(STAMP)
+	$(PY) .ci/sdk_smoke.py
+
+# LOAD_ARGS="--clients 32 --duration 60 --json", or --url http://HOST:PORT/mcp --pid PID for a running server.
+load: $(STAMP)
+	$(PY) bench/load.py $(LOAD_ARGS)
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
@@ -43,6 +51,8 @@ bench: $(STAMP)
 	@$(PY) bench/endpoint.py
 	@$(PY) bench/asset.py
 	@$(PY) bench/search_scale.py
+	@$(PY) bench/faults.py
+	@$(PY) bench/load.py
 
 # The CDK app (infra/): `synth` needs no Node and no AWS account; `deploy`/`destroy` use your AWS credentials.
 # Context: make synth CDK_CONTEXT="-c auth_mode=passthrough -c memory_mb=512"; CLI flags: CDK_ARGS="--profile p".

@@ -6,6 +6,7 @@ Run with: .venv/bin/python -m pytest tests/test_bench_scripts.py -q
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,49 @@ def test_search_scale_runs_end_to_end() -> None:
     rows = [line.split() for line in out.splitlines() if line.strip().startswith("200 ")]
     assert len(rows) == 2  # one row in the build/memory table, one in the latency table
     assert "against DESIGN.md" in out
+
+
+def test_load_runs_clients_against_a_server_it_starts() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "load.py"), "--duration", "2", "--clients", "2", "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["errors"] == 0 and report["errors_by_kind"] == {}
+    assert report["requests"] > 0 and report["throughput_per_s"] > 0
+    assert set(report["latency"]) == {"count", "per_s", "p50_ms", "p90_ms", "p99_ms", "max_ms"}
+    # both protocol eras and every meta-tool were exercised (one client each era)
+    kinds = set(report["latency_by_kind"])
+    assert {"initialize", "server/discover", "tools/list", "TOOL_LIST", "TOOL_SEARCH", "TOOL_GET"} <= kinds
+    assert sum(report["tool_call_sources"].values()) > 0
+    for state in (report["server_before"], report["server_after"]):
+        assert state["vm_rss_mb"] > 0 and state["vm_hwm_mb"] >= state["vm_rss_mb"]
+    assert report["machine"]["cpus"] >= 1 and report["machine"]["python"]
+    assert len(report["load_average_before"]) == 3
+
+
+def test_faults_bench_runs_a_few_cases_as_json() -> None:
+    cases = "empty body,http 429 retry-after 30,premium notice"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "faults.py"), "--transport", "http", "--cases", cases, "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    rows = {row["fault"]: row for row in report["rows"]}
+    assert list(rows) == cases.split(",")
+    assert [rows[name]["kind"] for name in rows] == ["bad_response", "rate_limited", "premium_required"]
+    assert all(row["is_error"] and not row["cached"] and not row["key_in_answer"] for row in rows.values())
+    assert rows["http 429 retry-after 30"]["attempts"] == 1 and rows["http 429 retry-after 30"]["retry_after_s"] == 30
+    assert report["machine"]["cpus"]
