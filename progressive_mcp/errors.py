@@ -109,7 +109,7 @@ class MissingApiKey(UpstreamError):
 
 
 class UpstreamTimeout(UpstreamError):
-    """The upstream did not answer in time, even after retries."""
+    """The upstream did not answer within the attempt's time or the call's deadline (a timeout is not retried)."""
 
     kind = "timeout"
 
