@@ -604,6 +604,9 @@ def test_cli_serves_until_interrupted() -> None:
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(root)},
+        # Ctrl-C as in a terminal: a test run started in the background of a script (`make test &`) ignores
+        # SIGINT, its children inherit that, and Python then never raises KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stderr is not None
