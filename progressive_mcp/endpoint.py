@@ -651,7 +651,8 @@ class Endpoint:
             categories = self.surface.categories
         else:
             # The URL may narrow the configured categories (PMCP_CATEGORIES), never widen them.
-            offered = [c for c in self.surface.catalog.categories if c in (self.surface.categories or (c,))]
+            configured = self.surface.categories
+            offered = [c for c in self.surface.catalog.categories if configured is None or c in configured]
             categories = frozenset(c.lower() for c in split_list(categories_arg)) or self.surface.categories
             unknown = sorted((categories or frozenset()) - set(offered))
             if unknown:
