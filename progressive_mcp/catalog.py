@@ -12,8 +12,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -74,18 +75,24 @@ class Catalog:
     tools: tuple[CatalogTool, ...]
     version: str
     _by_name: Mapping[str, CatalogTool] = field(repr=False)
+    # Case-folded name → tool, for names no other tool shares once case is ignored.
+    _by_folded_name: Mapping[str, CatalogTool] = field(default_factory=dict, repr=False, compare=False)
     _validators: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _validators_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
     def from_spec(cls, spec: Spec) -> Catalog:
         tools = tuple(_build_tool(spec, tool) for tool in spec.tools)
+        folded: dict[str, list[CatalogTool]] = {}
+        for tool in tools:
+            folded.setdefault(tool.name.casefold(), []).append(tool)
         return cls(
             api=spec.api,
             categories=MappingProxyType(dict(spec.categories)),
             tools=tools,
             version=catalog_version(tools),
             _by_name=MappingProxyType({t.name: t for t in tools}),
+            _by_folded_name=MappingProxyType({k: v[0] for k, v in folded.items() if len(v) == 1}),
         )
 
     @classmethod
@@ -99,27 +106,19 @@ class Catalog:
         return len(self.tools)
 
     def get(self, name: str) -> CatalogTool:
-        """The tool called `name`; raises UnknownTool naming the closest real tools."""
+        """The tool called `name`, ignoring case ("global_quote", "artist.getinfo"); raises UnknownTool
+        naming the closest real tools."""
         tool = self._by_name.get(name)
         if tool is None:
-            tool = self._by_name.get(name.strip().upper())
+            tool = self._by_folded_name.get(name.strip().casefold())
         if tool is None:
             raise UnknownTool(name, self.suggest(name))
         return tool
 
-    def suggest(self, name: str, limit: int = 3) -> list[str]:
-        """Real tool names closest to a wrong one (spelling first, then shared words)."""
-        wanted = name.strip().upper().replace("-", "_").replace(" ", "_")
-        names = list(self._by_name)
-        close = difflib.get_close_matches(wanted, names, n=limit, cutoff=0.6)
-        if len(close) < limit:
-            words = {w for w in wanted.split("_") if len(w) > 2}
-            by_overlap = sorted(
-                (n for n in names if n not in close and words & set(n.split("_"))),
-                key=lambda n: (-len(words & set(n.split("_"))), len(n)),
-            )
-            close += by_overlap[: limit - len(close)]
-        return close
+    def suggest(self, name: str, limit: int = 3, among: Collection[str] | None = None) -> list[str]:
+        """Real tool names closest to a wrong one (spelling first, then shared words), `among` some names
+        (default: the catalog's). Case and the separators `.` `_` `-` `/` and space do not count."""
+        return closest_names(name, list(self._by_name) if among is None else list(among), limit)
 
     def in_categories(self, categories: frozenset[str] | None) -> tuple[CatalogTool, ...]:
         if not categories:
@@ -139,6 +138,52 @@ class Catalog:
                     validator = jsonschema_rs.Draft202012Validator(_thaw(tool.input_schema))
                     self._validators[tool.name] = validator
         return validator
+
+
+SPELLING_CUTOFF = 0.6  # difflib's own default for get_close_matches
+SPELLING_MARGIN = 0.12  # "TOOL_SERACH": TOOL_SEARCH (0.91) alone, not TOOL_GET (0.63) too
+CLEAR_TYPO = 0.9  # a name this close is the one meant: nothing else is suggested beside it
+_SEPARATORS = re.compile(r"[\s._/-]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _name_key(name: str) -> str:
+    """A tool name with case and separators ignored: "artist.getInfo", "ARTIST_GETINFO" → "artist_getinfo"."""
+    return _SEPARATORS.sub("_", name.strip()).strip("_").casefold()
+
+
+def _name_words(name: str) -> set[str]:
+    """The words of a tool name: "artist.getTopTracks" → {artist, get, top, tracks}; "TIME_SERIES" → {time, series}."""
+    return {w for w in _SEPARATORS.sub("_", _CAMEL.sub("_", name.strip())).casefold().split("_") if len(w) > 2}
+
+
+def closest_names(wanted: str, names: list[str], limit: int = 3) -> list[str]:
+    """The names closest to a wrong one: the same name but for case and separators first, then close
+    spellings (those nearly as close as the closest), then, unless one name is plainly meant, the names
+    sharing the most words."""
+    keys: dict[str, list[str]] = {}
+    for name in names:
+        keys.setdefault(_name_key(name), []).append(name)
+    key = _name_key(wanted)
+    close = list(keys.get(key, []))
+    if not close:
+        matcher = difflib.SequenceMatcher(b=key)
+        ratios: dict[str, float] = {}
+        for candidate in keys:
+            matcher.set_seq1(candidate)
+            if matcher.real_quick_ratio() >= SPELLING_CUTOFF and matcher.quick_ratio() >= SPELLING_CUTOFF:
+                ratio = matcher.ratio()
+                if ratio >= SPELLING_CUTOFF:
+                    ratios[candidate] = ratio
+        best = max(ratios.values(), default=0.0)
+        for candidate in sorted(ratios, key=lambda c: -ratios[c]):
+            if ratios[candidate] >= best - SPELLING_MARGIN:
+                close += keys[candidate]
+        if best < CLEAR_TYPO:  # not plainly a typo of one name: names sharing its words may be meant too
+            words = _name_words(wanted)
+            overlap = {n: len(words & _name_words(n)) for n in names if n not in close}
+            close += sorted((n for n, shared in overlap.items() if shared), key=lambda n: (-overlap[n], len(n)))
+    return close[:limit]
 
 
 def catalog_version(tools: tuple[CatalogTool, ...]) -> str:

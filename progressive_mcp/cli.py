@@ -109,7 +109,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _sample_upstream(args: argparse.Namespace) -> int:
     from progressive_mcp import sample_upstream
 
-    return sample_upstream.main(args.rest)
+    return sample_upstream.run(args, args.parser)
 
 
 def add_server_flags(parser: argparse.ArgumentParser) -> None:
@@ -200,9 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eval_.set_defaults(func=_eval)
 
-    sample = commands.add_parser("sample-upstream", help="run the offline sample upstream (synthetic data)")
-    sample.add_argument("rest", nargs=argparse.REMAINDER, help="flags of the sample upstream (see --help)")
-    sample.set_defaults(func=_sample_upstream)
+    from progressive_mcp import sample_upstream
+
+    sample = commands.add_parser(
+        "sample-upstream", help="run the offline sample upstream (synthetic data)", description=sample_upstream.DESCRIPTION
+    )
+    sample_upstream.add_arguments(sample)
+    sample.set_defaults(func=_sample_upstream, parser=sample)
     return parser
 
 

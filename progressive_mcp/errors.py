@@ -39,14 +39,22 @@ class ToolError(ProgressiveMCPError):
 class UnknownTool(ToolError):
     """A tool name that is not in the catalog (or not in the current surface)."""
 
-    def __init__(self, name: str, suggestions: list[str]) -> None:
+    FIND_WITH_META_TOOLS = "Use TOOL_SEARCH or TOOL_LIST to find tool names."
+
+    def __init__(self, name: str, suggestions: list[str], *, how_to_find: str = FIND_WITH_META_TOOLS) -> None:
+        """`how_to_find` tells the model where the real names are, in terms of the tools it has."""
         self.name = name
         self.suggestions = suggestions
         hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
-        super().__init__(f"Unknown tool {name!r}.{hint} Use TOOL_SEARCH or TOOL_LIST to find tool names.")
+        super().__init__(f"Unknown tool {_clip(name)!r}.{hint} {how_to_find}")
 
     def details(self) -> dict[str, Any]:
         return {"tool_name": self.name, "suggestions": self.suggestions}
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    """Echoed input cut to a readable length (a megabyte of tool name must not come back whole)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class InvalidArguments(ToolError):

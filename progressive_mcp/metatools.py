@@ -34,19 +34,23 @@ SEARCH_SCHEMA_SHARE = 0.9
 HASH_CHARS = 16
 
 
-def meta_tool_definitions(catalog: Catalog) -> list[dict[str, Any]]:
-    """MCP definitions (wire shape) of the four meta-tools. Kept terse: they are always in context.
+def meta_tool_definitions(catalog: Catalog, tools: tuple[CatalogTool, ...] | None = None) -> list[dict[str, Any]]:
+    """MCP definitions (wire shape) of the four meta-tools over `tools` (default: the whole catalog).
 
-    Output schemas name the fields a model needs; only TOOL_SEARCH's marks any as required (the
-    contract's `name` and `score`), which keeps the four definitions within 450 tokens.
+    Kept terse: they are always in context. The tool count and the category enum describe the tools
+    offered, so a surface narrowed to some categories never advertises the others. Output schemas name
+    the fields a model needs; only TOOL_SEARCH's marks any as required (the contract's `name` and
+    `score`), which keeps the four definitions within 450 tokens.
     """
-    categories = list(catalog.categories)
+    offered = catalog.tools if tools is None else tools
+    present = {t.category for t in offered}
+    categories = [c for c in catalog.categories if c in present]
     string = {"type": "string"}
     return [
         {
             "name": TOOL_LIST,
             "title": "List tools",
-            "description": f"Browse the {len(catalog)} {catalog.api.title} tools by category.",
+            "description": f"Browse the {len(offered)} {catalog.api.title} tools by category.",
             "inputSchema": _object(
                 {
                     "category": {"type": "string", "enum": categories},
@@ -65,8 +69,8 @@ def meta_tool_definitions(catalog: Catalog) -> list[dict[str, Any]]:
             "description": "Rank tools for a need in plain words.",
             "inputSchema": _object(
                 {
-                    "query": {"type": "string", "description": "e.g. 'apple stock price'"},
-                    "limit": {"type": "integer", "minimum": 1, "default": 5},
+                    "query": string,
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "default": 5},
                     "category": string,
                     "schemas": {
                         "type": "boolean",
@@ -149,7 +153,10 @@ class MetaTools:
         self.index = SearchIndex(self.tools)
         self._described: dict[str, dict[str, Any]] = {}
         # readOnlyHint alone: destructiveHint is moot for read-only tools and openWorldHint defaults to true.
-        self.definitions = [dict(d, annotations={"readOnlyHint": True}) for d in meta_tool_definitions(catalog)]
+        self.definitions = [
+            dict(d, annotations={"readOnlyHint": True}) for d in meta_tool_definitions(catalog, self.tools)
+        ]
+        self._folded_categories = {c.lower(): c for c in self._by_category}
 
     def discovery_handlers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
         """Handlers of the meta-tools answered from the catalog alone (TOOL_CALL needs the upstream)."""
@@ -159,10 +166,10 @@ class MetaTools:
         """A tool of this surface; raises UnknownTool with suggestions from this surface."""
         try:
             tool = self.catalog.get(name)
-        except UnknownTool as exc:
-            raise UnknownTool(name, [s for s in exc.suggestions if s in self._names]) from None
-        if tool.name not in self._names:
-            raise UnknownTool(name, [])
+        except UnknownTool:
+            tool = None
+        if tool is None or tool.name not in self._names:
+            raise UnknownTool(name, self.catalog.suggest(name, among=self._names)) from None
         return tool
 
     def tool_list(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -170,6 +177,8 @@ class MetaTools:
         category = args.get("category")
         selected = self._category_names(category)
         detail = args.get("detail") or ("summary" if category else "names")
+        if isinstance(detail, str):
+            detail = detail.strip().lower()
         if detail not in DETAIL_LEVELS:
             raise self._bad(TOOL_LIST, f"detail must be one of {', '.join(DETAIL_LEVELS)}, not {detail!r}")
         groups = []
@@ -285,9 +294,12 @@ class MetaTools:
             raise self._bad(tool_name, f"unknown argument(s) {', '.join(extra)}; allowed: {', '.join(sorted(allowed))}")
 
     def _category_names(self, category: Any, tool_name: str = TOOL_LIST) -> list[str]:
+        """The offered categories, or the one `category` names (case-insensitively: "Forex" is forex)."""
         if category is None:
             return list(self._by_category)
-        if not isinstance(category, str) or category not in self._by_category:  # a list or object is unhashable
+        # A list or object is unhashable, so the type check comes first.
+        found = self._folded_categories.get(category.strip().lower()) if isinstance(category, str) else None
+        if found is None:
             available = ", ".join(self._by_category)
             raise self._bad(tool_name, f"unknown category {category!r}; categories: {available}")
-        return [category]
+        return [found]

@@ -67,6 +67,7 @@ from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 SAMPLE_LABEL = "Sample data (synthetic, offline)"
+DESCRIPTION = "Serve deterministic SYNTHETIC Alpha Vantage-shaped data on a local port (no network)."
 ANCHOR = dt.date(2026, 11, 20)  # a Friday; the "latest trading day" of every series, forever
 COMPACT_POINTS = 100
 FULL_TRADING_DAYS = 20 * 52 * 5  # ~20 years of Mon-Fri trading days
@@ -1108,12 +1109,8 @@ class SampleUpstream:
         return answer_query(params, faults)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """CLI: serve synthetic Alpha Vantage data until Ctrl-C."""
-    parser = argparse.ArgumentParser(
-        prog="python -m progressive_mcp.sample_upstream",
-        description="Serve deterministic SYNTHETIC Alpha Vantage-shaped data on a local port (no network).",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sample upstream's flags (shared by `python -m progressive_mcp.sample_upstream` and the CLI)."""
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port; 0 picks a free one (default 8765)")
     parser.add_argument("--delay", type=float, default=0.0, metavar="SECONDS", help="sleep before answering")
@@ -1128,7 +1125,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--body-mb", type=float, default=0.0, metavar="MB", help="answer a JSON body this large")
     parser.add_argument("--disconnect", action="store_true", help="close connections without answering")
     parser.add_argument("--invalid-key", action="store_true", help="answer the invalid-key error for any key")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Serve synthetic Alpha Vantage data as `args` (from `add_arguments`) say, until Ctrl-C."""
     faults = Faults(
         args.delay,
         args.status,
@@ -1157,6 +1157,16 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop
         upstream.serve_forever()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: serve synthetic Alpha Vantage data until Ctrl-C."""
+    parser = argparse.ArgumentParser(
+        prog="python -m progressive_mcp.sample_upstream",
+        description=DESCRIPTION,
+    )
+    add_arguments(parser)
+    return run(parser.parse_args(argv), parser)
 
 
 if __name__ == "__main__":

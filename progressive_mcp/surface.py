@@ -203,7 +203,7 @@ class Surface:
             return _error_result(exc, ctx)
         direct = self._direct.get(name) if name not in META_TOOL_NAMES else None
         if direct is None:
-            raise UnknownTool(name, self._suggest(name))
+            raise self._unknown(name)
         return self._run(direct, args, ctx)
 
     def _run(self, tool: CatalogTool, raw_arguments: Any, ctx: CallContext) -> dict[str, Any]:
@@ -312,11 +312,15 @@ class Surface:
             }
         }
 
-    def _suggest(self, name: str) -> list[str]:
-        offered = {t.name for t in self._tools}
-        return [s for s in self.catalog.suggest(name) if s in offered] or (
-            list(META_TOOL_NAMES) if self.mode != "direct" else []
-        )
+    def _unknown(self, name: str) -> UnknownTool:
+        """The error for a name this surface does not offer; it names only tools the surface has."""
+        suggestions = self.catalog.suggest(name, among=[t.name for t in self._tools])
+        if self.mode != "direct":
+            return UnknownTool(name, suggestions)
+        how = "Every tool this server offers is in tools/list."
+        if name in META_TOOL_NAMES:
+            how = f"{name} is not offered here: this server runs in direct mode, where {how[0].lower()}{how[1:]}"
+        return UnknownTool(name, suggestions, how_to_find=how)
 
 
 def _iso(epoch_s: float) -> str:

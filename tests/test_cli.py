@@ -111,3 +111,26 @@ def test_spec_schema_prints_the_committed_schema(runs: dict[str, Run]) -> None:
     assert run.returncode == 0, run.stderr
     assert run.stdout == spec_json_schema_text()
     assert json.loads(run.stdout) == json.loads((REPO / "spec" / "spec.schema.json").read_text(encoding="utf-8"))
+
+
+def test_sample_upstream_command_takes_its_own_flags() -> None:
+    """`progressive-mcp sample-upstream --port N` (as documented), not only `python -m ... --port N`."""
+    import urllib.request
+
+    process = subprocess.Popen(
+        [*command(), "sample-upstream", "--port", "0", "--host", "127.0.0.1"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        banner = process.stderr.readline()
+        assert "listening on http://127.0.0.1:" in banner, banner
+        url = banner.rsplit(" ", 1)[-1].strip()
+        with urllib.request.urlopen(f"{url}?function=GLOBAL_QUOTE&symbol=IBM&apikey=k", timeout=10) as reply:
+            assert json.loads(reply.read())["Global Quote"]["01. symbol"] == "IBM"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

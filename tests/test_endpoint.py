@@ -358,10 +358,10 @@ def test_prompt_and_resource_lists_are_answered_empty(endpoint: Endpoint, method
 
 
 def test_modern_unknown_tool_is_400_invalid_params_with_suggestions(endpoint: Endpoint) -> None:
-    response = call_modern(endpoint, "tools/call", tool_call("NOPE"))
+    response = call_modern(endpoint, "tools/call", tool_call("TOOL_SERACH"))
     error = error_of(response, 400, INVALID_PARAMS)
-    assert error["data"]["tool_name"] == "NOPE"
-    assert error["data"]["suggestions"]
+    assert error["data"]["tool_name"] == "TOOL_SERACH"
+    assert error["data"]["suggestions"] == ["TOOL_SEARCH"]
 
 
 def test_modern_tools_call_without_name_is_invalid_params(endpoint: Endpoint) -> None:
@@ -449,13 +449,13 @@ def test_handshake_unknown_method_is_jsonrpc_error_with_http_200(endpoint: Endpo
 
 
 def test_handshake_unknown_tool_is_invalid_params_with_suggestions(endpoint: Endpoint) -> None:
-    response = post(endpoint, rpc("tools/call", tool_call("NOPE")))
+    response = post(endpoint, rpc("tools/call", tool_call("tool_get")))  # the case does matter for a tool's name
     error = error_of(response, 200, INVALID_PARAMS)
-    assert error["data"]["tool_name"] == "NOPE"
+    assert error["data"]["tool_name"] == "tool_get"
     suggestions = error["data"]["suggestions"]
-    assert isinstance(suggestions, list) and suggestions
+    assert suggestions == ["TOOL_GET"]
     assert set(suggestions) <= set(META_TOOL_NAMES)  # only names this surface offers
-    assert response.exchange.tool == "NOPE"
+    assert response.exchange.tool == "tool_get"
     assert response.exchange.rpc_method == "tools/call"
 
 

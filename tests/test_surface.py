@@ -470,3 +470,76 @@ def test_token_budgets_of_design_md_hold(catalog: Catalog) -> None:
     figures = measure_tokens(catalog)
     for key, budget in BUDGETS.items():
         assert figures[key] <= budget, f"{key}: {figures[key]} tokens > budget {budget} (run progressive-mcp tokens)"
+
+
+# --- narrowed surfaces, and names the surface does not offer ------------------------------------------------
+
+DOTTED_SPEC = """\
+api:
+  name: music
+  title: Music
+  base_url: https://example.com/2.0/
+  dispatch: {name: method}
+categories: {artist: Artists., track: Tracks.}
+tools:
+  - {name: artist.getInfo, category: artist, summary: An artist's profile., description: Use for an artist's profile.}
+  - {name: artist.getSimilar, category: artist, summary: Similar artists., description: Use for similar artists.}
+  - {name: track.getInfo, category: track, summary: A track's details., description: Use for a track's details.}
+"""
+
+
+def test_a_narrowed_surface_describes_only_its_own_categories(catalog: Catalog) -> None:
+    narrowed = Surface(catalog, categories=frozenset({"forex"}))
+    forex_tools = [t.name for t in catalog.tools if t.category == "forex"]
+    tool_list = next(t for t in narrowed.list_tools() if t.name == "TOOL_LIST")
+    assert tool_list.description == f"Browse the {len(forex_tools)} {catalog.api.title} tools by category."
+    assert tool_list.input_schema["properties"]["category"]["enum"] == ["forex"]
+    error, is_error = call(narrowed, "TOOL_LIST", {"category": "stocks"})
+    assert is_error and "unknown category 'stocks'; categories: forex" in error["error"]["message"]
+    assert error["error"]["inputSchema"]["properties"]["category"]["enum"] == ["forex"]
+    listed, is_error = call(narrowed, "TOOL_LIST", {"category": "Forex", "detail": "Names"})  # case folded
+    assert not is_error and listed["categories"][0]["tools"] == forex_tools
+    found, is_error = call(narrowed, "TOOL_SEARCH", {"query": "exchange rate", "category": "FOREX"})
+    assert not is_error and {hit["category"] for hit in found["results"]} == {"forex"}
+
+
+def test_tool_search_schema_states_its_limit(surface: Surface) -> None:
+    search = next(t for t in surface.list_tools() if t.name == "TOOL_SEARCH")
+    assert search.input_schema["properties"]["limit"]["maximum"] == 20
+    error, is_error = call(surface, "TOOL_SEARCH", {"query": "apple price", "limit": 500})
+    assert is_error and "from 1 to 20" in error["error"]["message"]
+
+
+def test_direct_mode_hints_name_only_tools_it_offers(catalog: Catalog) -> None:
+    direct = Surface(catalog, mode="direct")
+    with pytest.raises(UnknownTool) as raised:
+        direct.call_tool("TOOL_SEARCH", {"query": "apple"}, CallContext(api_key=KEY))
+    message = str(raised.value)
+    assert "not offered here" in message and "tools/list" in message
+    assert "Use TOOL_SEARCH" not in message and "TOOL_LIST" not in message
+    offered = {t.name for t in direct.list_tools()}
+    assert set(raised.value.suggestions) <= offered
+
+
+def test_a_typo_of_a_meta_tool_suggests_that_meta_tool_alone(surface: Surface) -> None:
+    with pytest.raises(UnknownTool) as raised:
+        surface.call_tool("TOOL_SERACH", {"query": "apple"}, CallContext(api_key=KEY))
+    assert raised.value.suggestions == ["TOOL_SEARCH"]
+    assert "Did you mean: TOOL_SEARCH?" in str(raised.value)
+
+
+def test_names_fold_case_and_suggestions_ignore_separators() -> None:
+    from progressive_mcp.spec import parse_spec
+
+    music = Catalog.from_spec(parse_spec(DOTTED_SPEC))
+    assert music.get("artist.getinfo").name == "artist.getInfo"
+    assert music.get("ARTIST.GETSIMILAR").name == "artist.getSimilar"
+    for wrong in ("artist_getInfo", "artist-getinfo", "Artist getInfo"):
+        with pytest.raises(UnknownTool) as raised:
+            music.get(wrong)
+        assert raised.value.suggestions[0] == "artist.getInfo", wrong
+    meta = Surface(music)
+    described, is_error = call(meta, "TOOL_GET", {"tool_name": ["artist.getinfo", "artist_getSimilar"]})
+    assert not is_error
+    assert [t["name"] for t in described["tools"]] == ["artist.getInfo"]
+    assert described["not_found"] == [{"name": "artist_getSimilar", "suggestions": ["artist.getSimilar"]}]
