@@ -203,7 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     from progressive_mcp import sample_upstream
 
     sample = commands.add_parser(
-        "sample-upstream", help="run the offline sample upstream (synthetic data)", description=sample_upstream.DESCRIPTION
+        "sample-upstream",
+        help="run the offline sample upstream (synthetic data)",
+        description=sample_upstream.DESCRIPTION,
     )
     sample_upstream.add_arguments(sample)
     sample.set_defaults(func=_sample_upstream, parser=sample)

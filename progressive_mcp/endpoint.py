@@ -53,9 +53,10 @@ from pydantic import ValidationError
 from progressive_mcp import __version__
 from progressive_mcp.cache import PUBLIC, SERVER, ResponseCache, ResultStore
 from progressive_mcp.errors import ConfigError, UnknownTool
+from progressive_mcp.redaction import redact
 from progressive_mcp.settings import MODES, Mode, Settings, split_list
 from progressive_mcp.surface import CallContext, CallRecord, Surface
-from progressive_mcp.upstream import UpstreamTransport, redact
+from progressive_mcp.upstream import UpstreamTransport
 
 _T = TypeVar("_T")
 

@@ -66,6 +66,17 @@ class AuthSpec(_Model):
     prefix: str = Field("", description="Text put before the key (e.g. 'Bearer ' for a header).")
 
 
+class HintsSpec(_Model):
+    """Advice added to upstream errors, in this API's terms (without it, the advice is generic)."""
+
+    no_data: str | None = Field(
+        None, description="Added when the upstream answers with no data, e.g. how to find a valid identifier."
+    )
+    invalid_request: str | None = Field(
+        None, description="Added when the upstream rejects a request's arguments (an error_fields error)."
+    )
+
+
 class ApiSpec(_Model):
     """The upstream API: identity, address, dispatch, auth and how it reports errors."""
 
@@ -79,8 +90,15 @@ class ApiSpec(_Model):
     default_cache_ttl_s: int = Field(0, ge=0)
     error_fields: dict[str, Literal["invalid_request", "notice"]] = Field(
         default_factory=dict,
-        description="Keys of an HTTP-200 JSON body that mean the call failed, and what kind of failure.",
+        description="Keys of an HTTP-200 JSON body whose presence means the call failed (whatever the value), "
+        "and what kind of failure.",
     )
+    error_message_field: str | None = Field(
+        None,
+        description="Key of an error body that holds the message, e.g. 'message' for "
+        '{"error": 6, "message": "The artist you supplied could not be found"} (default: the error field\'s value).',
+    )
+    hints: HintsSpec = Field(default_factory=lambda: HintsSpec())
 
 
 class ToolSpec(_Model):
@@ -108,7 +126,7 @@ class Spec(_Model):
     api: ApiSpec
     categories: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")], str]
     shared_params: dict[Annotated[str, Field(pattern=PARAM_NAME_PATTERN)], ParamSpec] = Field(default_factory=dict)
-    tools: list[ToolSpec]
+    tools: list[ToolSpec] = Field(min_length=1, description="The operations; a catalog needs at least one.")
 
 
 @dataclass(frozen=True, slots=True)

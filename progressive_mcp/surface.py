@@ -39,10 +39,11 @@ from progressive_mcp.cache import (
 from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.errors import ConfigError, MissingApiKey, ToolError, UnknownTool
 from progressive_mcp.metatools import META_TOOL_NAMES, TOOL_CALL, MetaTools
+from progressive_mcp.redaction import redact
 from progressive_mcp.settings import Mode, Settings
 from progressive_mcp.shaping import shape_result
 from progressive_mcp.tokens import dumps
-from progressive_mcp.upstream import UpstreamClient, UpstreamTransport, redact
+from progressive_mcp.upstream import UpstreamClient, UpstreamTransport
 
 logger = logging.getLogger(__name__)
 
@@ -217,8 +218,8 @@ class Surface:
             key = self._cache_key(tool, arguments, ctx)
             answer = self._cached(key, record) if key is not None else None
             if answer is None:
-                answer = self._fetch(tool, arguments, ctx, record, deadline)
-                if key is not None:
+                answer, keep = self._fetch(tool, arguments, ctx, record, deadline)
+                if key is not None and keep:
                     self._keep(key, answer, record)
                 cached_at = None
             else:
@@ -246,8 +247,9 @@ class Surface:
 
     def _fetch(
         self, tool: CatalogTool, arguments: dict[str, Any], ctx: CallContext, record: CallRecord, deadline: float
-    ) -> CachedAnswer:
-        """Ask the upstream (errors, rate limits and premium notices raise, so they are never kept)."""
+    ) -> tuple[CachedAnswer, bool]:
+        """Ask the upstream; the answer, and whether it may be kept (not when it echoed the key). Errors, rate
+        limits and premium notices raise, so they are never kept."""
         started = time.perf_counter()
         try:
             result = self.upstream.call(tool, arguments, ctx.api_key, deadline=deadline)
@@ -255,7 +257,8 @@ class Surface:
             if ctx.api_key or self.catalog.api.auth is None:  # without a key, no request went out
                 record.upstream_ms = (time.perf_counter() - started) * 1000
         now = self._clock()
-        return CachedAnswer(result.payload, result.format, now, now + tool.cache_ttl_s, result.size)
+        answer = CachedAnswer(result.payload, result.format, now, now + tool.cache_ttl_s, result.size)
+        return answer, not result.held_key
 
     def _cache_key(self, tool: CatalogTool, arguments: dict[str, Any], ctx: CallContext) -> str | None:
         """The cache key of this call, or None when it must not be cached (no cache, no TTL, a paid answer)."""

@@ -24,13 +24,11 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
-from urllib.parse import quote, quote_plus
 
 from progressive_mcp.catalog import CatalogTool
 from progressive_mcp.errors import (
@@ -43,6 +41,7 @@ from progressive_mcp.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from progressive_mcp.redaction import contains, redact, scrub
 from progressive_mcp.spec import ApiSpec
 
 logger = logging.getLogger(__name__)
@@ -56,7 +55,6 @@ DEFAULT_TIMEOUT_S = 20.0
 DEFAULT_DEADLINE_S = 25.0  # below the stack's 30 s Lambda timeout, with time left to answer
 MIN_ATTEMPT_S = 0.5  # a retry is only worth sending with at least this much time left after its wait
 _BROKEN = object()
-_KEY_IN_URL = re.compile(r"(?i)(apikey|api_key|key|token)=[^&\s\"']+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +189,7 @@ class UpstreamResult:
     attempts: int
     elapsed_ms: float
     size: int = 0  # bytes of the upstream body (what a cache entry costs)
+    held_key: bool = False  # the answer echoed the key (now masked): it must not be cached
 
 
 class UpstreamClient:
@@ -277,10 +276,10 @@ class UpstreamClient:
                 if exc.kind == "timeout":  # it used the time there was: another try would not fit
                     raise UpstreamTimeout(
                         f"{self.api.title} did not answer in time (gave up after {attempt_s:.1f} s, attempt "
-                        f"{attempt}). Try again, or ask for less data (e.g. outputsize=compact)."
+                        f"{attempt}). Try again, or ask for less data{self._less_data_hint(tool)}."
                     ) from None
                 if exc.kind == "too_large":
-                    raise self._too_large() from None
+                    raise self._too_large(tool) from None
                 if exc.kind == "invalid":
                     raise UpstreamRejected(
                         f"The request to {self.api.title} could not be sent: {exc}. Shorten the arguments, and check "
@@ -294,7 +293,7 @@ class UpstreamClient:
                     f"Could not reach {self.api.title} after {_attempts(attempt)} ({exc}). Try again later."
                 ) from None
             if len(response.body) > self.max_body_bytes:  # a transport without a limit of its own
-                raise self._too_large()
+                raise self._too_large(tool)
             if response.status in RETRY_STATUSES and attempt <= self.retries:
                 wait = self._retry_wait(response, attempt)
                 if wait is not None and self._fits(wait, ends_at):
@@ -312,7 +311,14 @@ class UpstreamClient:
             },
         )
         payload, fmt = self._interpret(tool, arguments, response, attempt, api_key)
-        return UpstreamResult(payload, fmt, response.status, attempt, elapsed_ms, len(response.body))
+        # An answer that echoes the key (in any shape or encoding) is passed on masked, and never kept. The
+        # whole body is checked first (a few ms for MBs), so only an answer that holds the key is walked.
+        held_key = bool(api_key) and contains(response.body.decode("utf-8", errors="replace"), api_key or "")
+        if held_key:
+            payload, held_key = scrub(payload, api_key)
+        if held_key:
+            logger.warning("upstream answer held the API key; masked, not cached", extra={"tool": tool.name})
+        return UpstreamResult(payload, fmt, response.status, attempt, elapsed_ms, len(response.body), held_key)
 
     def _backoff(self, attempt: int) -> float:
         return self.backoff_s * 2 ** (attempt - 1)
@@ -328,10 +334,10 @@ class UpstreamClient:
         """Whether a retry after `wait_s` still leaves it time to work before the deadline."""
         return self.clock() + wait_s + MIN_ATTEMPT_S <= ends_at
 
-    def _too_large(self) -> UpstreamBadResponse:
+    def _too_large(self, tool: CatalogTool) -> UpstreamBadResponse:
         return UpstreamBadResponse(
             f"The {self.api.title} answer is larger than {self.max_body_bytes / (1024 * 1024):g} MB, more than this "
-            "server accepts. Ask for less data, e.g. outputsize=compact or a shorter interval."
+            f"server accepts. Ask for less data{self._less_data_hint(tool)}."
         )
 
     def _interpret(
@@ -344,83 +350,134 @@ class UpstreamClient:
     ) -> tuple[Any, Literal["json", "csv"]]:
         status = response.status
         retry_after_s = _retry_after(response)
+        title = self.api.title
         if status == 429:
             raise RateLimited(
-                f"{self.api.title} is rate limiting requests (HTTP 429, {_attempts(attempts)}). "
+                f"{title} is rate limiting requests (HTTP 429, {_attempts(attempts)}). "
                 f"{'Wait a minute' if retry_after_s is None else f'Wait {retry_after_s:g} s'} and try again.",
                 status=status,
                 retry_after_s=60.0 if retry_after_s is None else retry_after_s,
             )
         if status >= 500:
             raise UpstreamUnavailable(
-                f"{self.api.title} is having trouble (HTTP {status}, {_attempts(attempts)}). "
+                f"{title} is having trouble (HTTP {status}, {_attempts(attempts)}). "
                 + ("Try again later." if retry_after_s is None else f"Try again in {retry_after_s:g} s."),
                 status=status,
                 retry_after_s=retry_after_s,
             )
+        said = self._said(response, api_key)
+        if status in (401, 403):
+            raise MissingApiKey(
+                f"{title} refused the API key (HTTP {status}){said}. Check that the key is valid and allowed to "
+                "use this operation.",
+                status=status,
+            )
+        if status == 404:
+            raise UpstreamError(
+                f"{title} answered HTTP 404 Not Found{said}: the server's upstream URL is probably misconfigured "
+                "(the spec's base_url, or --upstream / PMCP_UPSTREAM_URL). This is not a problem with the arguments.",
+                status=status,
+            )
         if status >= 400:
-            raise UpstreamRejected(f"{self.api.title} refused the request (HTTP {status}).", status=status)
+            raise UpstreamRejected(f"{title} refused the request (HTTP {status}){said}.", status=status)
+        if not 200 <= status < 300:  # a redirect (never followed: it could carry the key elsewhere) or a 1xx
+            raise UpstreamError(
+                f"{title} answered HTTP {status} instead of data (redirects are not followed): the server's upstream "
+                "URL is probably out of date.",
+                status=status,
+            )
         text = response.body.decode("utf-8", errors="replace")
         stripped = text.lstrip()
         content_type = response.headers.get("content-type", "")
         if not stripped:
             raise UpstreamBadResponse(
-                f"{self.api.title} answered with an empty body (HTTP {status}). Try again in a moment.", status=status
+                f"{title} answered with an empty body (HTTP {status}). Try again in a moment.", status=status
             )
         if "html" in content_type.lower() or stripped[:15].lower().startswith(("<!doctype html", "<html")):
             raise UpstreamBadResponse(
-                f"{self.api.title} answered with an HTML page instead of data (HTTP {status}, {len(response.body)} "
+                f"{title} answered with an HTML page instead of data (HTTP {status}, {len(response.body)} "
                 "bytes): the service may be down or in maintenance. Try again later.",
                 status=status,
             )
         if stripped.startswith(("{", "[")):
-            try:
-                payload = json.loads(text)
-            except json.JSONDecodeError:
-                payload = _BROKEN  # raised below, so the decode error (its `doc` is the body) is not kept
+            payload = parse_json_answer(text)
             if payload is _BROKEN:
                 raise UpstreamBadResponse(
-                    f"{self.api.title} answered with broken JSON ({len(response.body)} bytes). Try again.",
+                    f"{title} answered with broken JSON ({len(response.body)} bytes). Try again.", status=status
+                )
+            if payload is _TOO_DEEP:
+                raise UpstreamBadResponse(
+                    f"{title} answered with JSON nested more than {MAX_ANSWER_DEPTH} levels deep, which this server "
+                    "does not pass on.",
                     status=status,
                 )
             self._raise_for_error_body(tool, arguments, payload, api_key)
             return payload, "json"
         if arguments.get("datatype") == "csv" or "csv" in content_type:
-            if len(stripped.splitlines()) < 2:  # nothing, or a header without rows (an unknown symbol)
-                raise UpstreamRejected(
-                    f"{self.api.title} returned no data for {tool.name}{_shown(arguments)}. Check the symbol "
-                    "(SYMBOL_SEARCH finds tickers) and the other arguments.",
-                    status=status,
-                )
+            if len(stripped.splitlines()) < 2:  # nothing, or a header without rows (an unknown identifier)
+                raise UpstreamRejected(self._no_data(tool, arguments), status=status)
             return text, "csv"
         raise UpstreamBadResponse(
-            f"{self.api.title} answered with something that is neither JSON nor CSV "
+            f"{title} answered with something that is neither JSON nor CSV "
             f"({content_type or 'no content type'}, {len(response.body)} bytes).",
             status=status,
         )
 
+    def _said(self, response: UpstreamResponse, api_key: str | None) -> str:
+        """What an HTTP error body says, briefly and with the key masked, as ": …" (or "" if nothing useful)."""
+        message = error_text(response.body, self.api.error_message_field)
+        return f": {redact(message, api_key)}" if message else ""
+
     def _raise_for_error_body(
         self, tool: CatalogTool, arguments: Mapping[str, Any], payload: Any, api_key: str | None
     ) -> None:
-        """Turn an HTTP-200 error body (e.g. Alpha Vantage's "Error Message") into an UpstreamError."""
+        """Turn an HTTP-200 error body (Alpha Vantage's "Error Message", Last.fm's {"error": 6, "message": …})
+        into an UpstreamError. The field's presence is the error, whatever its value's type."""
         if isinstance(payload, dict):
             for field, kind in self.api.error_fields.items():
-                if field in payload and isinstance(payload[field], str):
-                    message = redact(payload[field], api_key)
-                    raise classify_error_text(self.api.title, tool.name, kind, message)
+                if payload.get(field) is None:
+                    continue
+                named = self.api.error_message_field
+                message_value = payload.get(named) if named and payload.get(named) is not None else payload[field]
+                message = redact(_as_text(message_value), api_key)
+                raise classify_error_text(self.api, tool, arguments, kind, message)
         if _is_empty(payload):
-            raise UpstreamRejected(
-                f"{self.api.title} returned no data for {tool.name}{_shown(arguments)}. "
-                "Check the symbol (SYMBOL_SEARCH finds tickers) and the other arguments."
-            )
+            raise UpstreamRejected(self._no_data(tool, arguments))
+
+    def _no_data(self, tool: CatalogTool, arguments: Mapping[str, Any]) -> str:
+        advice = self.api.hints.no_data or "Check the arguments."
+        return f"{self.api.title} returned no data for {tool.name}{_shown(tool, arguments)}. {advice}"
+
+    def _less_data_hint(self, tool: CatalogTool) -> str:
+        """How to ask this tool for less data, from its own parameters ("" when it has no such knob)."""
+        ways = less_data_options(tool)
+        return f", e.g. {' or '.join(ways)}" if ways else ""
 
 
-def classify_error_text(api_title: str, tool_name: str, kind: str, message: str) -> UpstreamError:
-    """Map an upstream's error text to the error class a model can act on."""
+def less_data_options(tool: CatalogTool) -> list[str]:
+    """Arguments of this tool that ask for less data (a smaller page, a compact size, a coarser interval)."""
+    ways = []
+    for param in tool.params:
+        values = [v for v in param.enum or () if isinstance(v, str)]
+        if "compact" in values:
+            ways.append(f"{param.name}=compact")
+        elif param.name in ("limit", "page_size", "per_page", "count") and param.type == "integer":
+            ways.append(f"a smaller {param.name}")
+        elif param.name == "interval" and values:
+            ways.append("a coarser interval")
+    return ways
+
+
+def classify_error_text(
+    api: ApiSpec, tool: CatalogTool, arguments: Mapping[str, Any], kind: str, message: str
+) -> UpstreamError:
+    """Map an upstream's error text to the error class a model can act on, with advice from the spec and
+    from the arguments actually sent."""
+    title = api.title
     lowered = message.lower()
     mentions_key = "apikey" in lowered.replace(" ", "") or "api key is invalid" in lowered
     if mentions_key and "rate limit" not in lowered:
-        return MissingApiKey(f"{api_title} rejected the API key: {message}")
+        return MissingApiKey(f"{title} rejected the API key: {message}")
     if any(s in lowered for s in ("rate limit", "requests per", "call frequency", "spreading out")):
         daily = "per day" in lowered or "daily" in lowered
         hint = (
@@ -428,26 +485,84 @@ def classify_error_text(api_title: str, tool_name: str, kind: str, message: str)
             if daily
             else "Wait about a minute and try again."
         )
-        return RateLimited(f"{api_title} rate limit reached. {hint} ({message})", retry_after_s=None if daily else 60.0)
+        return RateLimited(f"{title} rate limit reached. {hint} ({message})", retry_after_s=None if daily else 60.0)
     if "premium" in lowered:
-        return PremiumRequired(
-            f"{tool_name} (with these arguments) needs a paid {api_title} plan. Try a free alternative, e.g. "
-            f"drop entitlement=realtime or use a non-premium tool. ({message})"
-        )
+        paid = [
+            f"{p.name}={arguments[p.name]}"
+            for p in tool.params
+            if p.premium_values and p.name in arguments and arguments[p.name] in p.premium_values
+        ]
+        if paid:
+            advice = f"Call again without {' and '.join(paid)} (a paid option), or use a non-premium tool."
+        elif tool.premium:
+            advice = "This tool needs a paid plan: use a non-premium tool instead."
+        else:
+            advice = "Try other arguments, or a non-premium tool."
+        return PremiumRequired(f"{tool.name} (with these arguments) needs a paid {title} plan. {advice} ({message})")
     if kind == "invalid_request":
-        return UpstreamRejected(
-            f"{api_title} rejected the request: {message} Check the arguments (and the symbol, e.g. with "
-            "SYMBOL_SEARCH) against the tool's inputSchema."
-        )
-    return UpstreamError(f"{api_title} did not return data: {message}")
+        advice = api.hints.invalid_request or "Check the arguments against the tool's inputSchema."
+        return UpstreamRejected(f"{title} rejected the request: {_sentence(message)} {advice}")
+    return UpstreamError(f"{title} did not return data: {message}")
 
 
-def redact(text: str, secret: str | None) -> str:
-    """`text` with the secret (plain or URL-encoded) and any key=value query pair masked."""
-    if secret:
-        for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
-            text = text.replace(form, "***")
-    return _KEY_IN_URL.sub(lambda m: f"{m.group(1)}=***", text)
+# Answers nested deeper than this are refused: no API's data needs it, and serializing it later would fail.
+MAX_ANSWER_DEPTH = 64
+_TOO_DEEP = object()
+
+
+def parse_json_answer(text: str) -> Any:
+    """An upstream JSON body as data: NaN and ±Infinity (not JSON, but some APIs send them) become null; a
+    body that is not JSON, or holds a number Python refuses to read (thousands of digits), is `_BROKEN`; one
+    nested deeper than MAX_ANSWER_DEPTH is `_TOO_DEEP`."""
+    try:
+        payload = json.loads(text, parse_constant=lambda _name: None)
+    except RecursionError:
+        return _TOO_DEEP
+    except ValueError:  # JSONDecodeError, and an integer over Python's digit limit
+        return _BROKEN  # returned, not raised from here, so the decode error (its `doc` is the body) is not kept
+    return payload if _depth_within(payload, MAX_ANSWER_DEPTH) else _TOO_DEEP
+
+
+def _depth_within(value: Any, limit: int) -> bool:
+    level, depth = [value], 0
+    while level:  # breadth-first: no recursion
+        depth += 1
+        if depth > limit + 1:
+            return False
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+    return True
+
+
+def error_text(body: bytes, message_field: str | None = None, limit: int = 300) -> str:
+    """A short, readable message from an error body: the JSON message field, or the text (never HTML)."""
+    text = body[: 64 * 1024].decode("utf-8", errors="replace").strip()
+    if not text or text[:15].lower().startswith(("<!doctype", "<html")):
+        return ""
+    if text.startswith("{"):
+        payload = parse_json_answer(text)
+        if isinstance(payload, dict):
+            for name in (message_field, "message", "error_description", "detail", "error", "Error Message"):
+                value = payload.get(name) if name else None
+                if value not in (None, "", [], {}):
+                    text = _as_text(value)
+                    break
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _as_text(value: Any) -> str:
+    """An error field's value as message text: a string as is, anything else as compact JSON."""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _sentence(text: str) -> str:
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def _wire_value(value: Any) -> str:
@@ -473,8 +588,11 @@ def _attempts(count: int) -> str:
     return "1 attempt" if count == 1 else f"{count} attempts"
 
 
-def _shown(arguments: Mapping[str, Any]) -> str:
-    shown = ", ".join(f"{k}={v}" for k, v in arguments.items() if k in ("symbol", "keywords", "tickers"))
+def _shown(tool: CatalogTool, arguments: Mapping[str, Any]) -> str:
+    """The required arguments of a call, as " (a=1, b=2)", to say what found nothing."""
+    shown = ", ".join(
+        f"{p.name}={str(arguments[p.name])[:40]}" for p in tool.params if p.required and p.name in arguments
+    )
     return f" ({shown})" if shown else ""
 
 

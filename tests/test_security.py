@@ -297,7 +297,7 @@ SCENARIOS = [
     Scenario("http-500", faults={"status": 500}, tool_error="UpstreamUnavailable"),
     Scenario("http-503", faults={"status": 503}, tool_error="UpstreamUnavailable"),
     Scenario("http-429", faults={"status": 429}, tool_error="RateLimited"),
-    Scenario("http-401", faults={"status": 401}, tool_error="UpstreamRejected"),
+    Scenario("http-401", faults={"status": 401}, tool_error="MissingApiKey"),
     Scenario("malformed", faults={"malformed": True}, tool_error="UpstreamBadResponse"),
     Scenario("rate-limit-notice-echoes-the-key", faults={"rate_limit": True}, tool_error="RateLimited"),
     Scenario("invalid-key", key=INVALID_CALLER_KEY, tool_error="MissingApiKey"),

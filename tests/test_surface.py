@@ -76,7 +76,13 @@ def test_tool_list_one_category_defaults_to_summaries(surface: Surface) -> None:
     assert not failed
     [group] = listing["categories"]
     assert group["name"] == "forex"
-    assert {t["name"] for t in group["tools"]} == {"FX_INTRADAY", "FX_DAILY", "FX_WEEKLY", "FX_MONTHLY"}
+    assert {t["name"] for t in group["tools"]} == {
+        "CURRENCY_EXCHANGE_RATE",
+        "FX_INTRADAY",
+        "FX_DAILY",
+        "FX_WEEKLY",
+        "FX_MONTHLY",
+    }
     assert all(t["summary"] for t in group["tools"])
     names_only, _ = call(surface, "TOOL_LIST", {"category": "forex", "detail": "names"})
     assert names_only["categories"][0]["tools"] == [t["name"] for t in group["tools"]]
@@ -448,7 +454,7 @@ def test_direct_surface_exposes_every_tool_and_calls_it(catalog: Catalog, upstre
 def test_hybrid_surface_has_both_and_category_filter(catalog: Catalog) -> None:
     hybrid = Surface(catalog, mode="hybrid", categories=frozenset({"forex"}))
     names = [t.name for t in hybrid.list_tools()]
-    assert names == [*META_TOOL_NAMES, "FX_INTRADAY", "FX_DAILY", "FX_WEEKLY", "FX_MONTHLY"]
+    assert names == [*META_TOOL_NAMES, "CURRENCY_EXCHANGE_RATE", "FX_INTRADAY", "FX_DAILY", "FX_WEEKLY", "FX_MONTHLY"]
     listing, _ = call(hybrid, "TOOL_LIST", {})
     assert [g["name"] for g in listing["categories"]] == ["forex"]
     error, failed = call(hybrid, "TOOL_CALL", {"tool_name": "GLOBAL_QUOTE", "arguments": {"symbol": "IBM"}})

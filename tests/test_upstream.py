@@ -10,6 +10,7 @@ import logging
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
 
@@ -676,10 +677,11 @@ def test_an_oversize_body_is_bad_response_naming_the_limit_and_not_retried(catal
     transport = TimedTransport(clock, (0.1, big), (0.1, OK_QUOTE))
     client = timed_client(catalog, clock, transport, max_body_bytes=2048)
 
-    with pytest.raises(UpstreamBadResponse, match=r"larger than 0.00195312 MB.*outputsize=compact"):
-        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+    with pytest.raises(UpstreamBadResponse, match=r"larger than 0.00195312 MB.*outputsize=compact") as caught:
+        client.call(catalog.get("TIME_SERIES_DAILY"), {"symbol": "IBM"}, KEY)
 
     assert len(transport.timeouts) == 1
+    assert "interval" not in str(caught.value)  # advice only names knobs this tool has
 
 
 def test_a_transport_refusing_a_large_body_becomes_bad_response(catalog: Catalog) -> None:
@@ -785,7 +787,7 @@ LEAK_CASES: dict[str, tuple[dict[str, Any], str, str, dict[str, Any], type[Upstr
     "http 500": ({"status": 500}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, UpstreamUnavailable),
     "http 503": ({"status": 503}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, UpstreamUnavailable),
     "http 429": ({"status": 429}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, RateLimited),
-    "http 404": ({"status": 404}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, UpstreamRejected),
+    "http 404": ({"status": 404}, KEY, "GLOBAL_QUOTE", {"symbol": "IBM"}, UpstreamError),
     "malformed": ({"malformed": True}, KEY, "TIME_SERIES_DAILY", {"symbol": "IBM"}, UpstreamBadResponse),
     # the broken body is the rate-limit notice cut in half: it still holds the echoed key
     "malformed notice": ({"malformed": True, "rate_limit": True}, KEY, "GLOBAL_QUOTE", {}, UpstreamBadResponse),
@@ -899,3 +901,117 @@ def test_deadline_and_body_limit_settings_reach_the_client(catalog: Catalog) -> 
     for bad in ({"PMCP_DEADLINE_S": "0"}, {"PMCP_DEADLINE_S": "nan"}, {"PMCP_MAX_UPSTREAM_BYTES": "10"}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             Settings.from_env(bad)
+
+
+# --- error bodies, hints and odd answers, in any API's terms ----------------------------------------------
+
+LASTFM_SPEC = Path(__file__).resolve().parent / "fixtures" / "lastfm" / "lastfm.yaml"
+
+
+@pytest.fixture(scope="module")
+def lastfm() -> Catalog:
+    return Catalog.load(LASTFM_SPEC)
+
+
+def scripted(catalog: Catalog, *answers: UpstreamResponse) -> UpstreamClient:
+    return UpstreamClient(catalog.api, transport=ScriptedTransport(*answers), retries=0, sleep=RecordingSleep())
+
+
+def text_response(body: str, status: int, content_type: str = "text/plain") -> UpstreamResponse:
+    return UpstreamResponse(status, {"content-type": content_type}, body.encode())
+
+
+def test_an_error_field_is_an_error_whatever_its_value_and_the_spec_names_the_message(lastfm: Catalog) -> None:
+    body = {"error": 6, "message": "The artist you supplied could not be found"}
+    client = scripted(lastfm, json_response(body))
+    with pytest.raises(UpstreamRejected) as caught:
+        client.call(lastfm.get("artist.getInfo"), {"artist": "Nobody At All", "format": "json"}, KEY)
+    message = str(caught.value)
+    assert "The artist you supplied could not be found" in message
+    assert "symbol" not in message.lower() and "SYMBOL_SEARCH" not in message  # no Alpha Vantage advice
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"Error Message": ["Invalid API call."]},
+        {"Error Message": {"detail": "Invalid API call."}},
+        {"Information": {"text": "Please visit the premium page"}},
+        {"Note": 42},
+    ],
+    ids=["list", "object", "notice object", "number"],
+)
+def test_alpha_vantage_error_fields_count_whatever_their_type(catalog: Catalog, body: dict[str, Any]) -> None:
+    client = scripted(catalog, json_response(body))
+    with pytest.raises(UpstreamError):
+        client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+
+def test_no_data_advice_comes_from_the_spec(catalog: Catalog, lastfm: Catalog) -> None:
+    with pytest.raises(UpstreamRejected) as alpha:
+        scripted(catalog, json_response({"Global Quote": {}})).call(catalog.get("GLOBAL_QUOTE"), {"symbol": "ZZZ"}, KEY)
+    assert "returned no data for GLOBAL_QUOTE (symbol=ZZZ)" in str(alpha.value)
+    assert "SYMBOL_SEARCH finds tickers" in str(alpha.value)  # spec/alphavantage.yaml's hints.no_data
+    with pytest.raises(UpstreamRejected) as music:
+        scripted(lastfm, json_response({"similarartists": {}})).call(
+            lastfm.get("artist.getSimilar"), {"artist": "Radiohead", "format": "json"}, KEY
+        )
+    assert "returned no data for artist.getSimilar" in str(music.value)
+    assert "symbol" not in str(music.value).lower()
+
+
+def test_premium_advice_names_only_the_paid_arguments_actually_sent(catalog: Catalog) -> None:
+    notice = {"Information": "Thank you for using Alpha Vantage! This is a premium endpoint."}
+    with pytest.raises(PremiumRequired) as plain:
+        scripted(catalog, json_response(notice)).call(
+            catalog.get("TIME_SERIES_DAILY_ADJUSTED"), {"symbol": "MSFT"}, KEY
+        )
+    assert "entitlement" not in str(plain.value)
+    assert "needs a paid plan" in str(plain.value)
+    with pytest.raises(PremiumRequired) as realtime:
+        scripted(catalog, json_response(notice)).call(
+            catalog.get("GLOBAL_QUOTE"), {"symbol": "MSFT", "entitlement": "realtime"}, KEY
+        )
+    assert "without entitlement=realtime" in str(realtime.value)
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_http_401_and_403_are_auth_errors_with_the_upstream_message(catalog: Catalog, status: int) -> None:
+    said = {"message": f"Invalid API key {KEY}: this key was revoked"}
+    with pytest.raises(MissingApiKey) as caught:
+        scripted(catalog, json_response(said, status)).call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+    assert caught.value.kind == "auth"
+    assert "this key was revoked" in str(caught.value)
+    assert KEY not in str(caught.value)
+
+
+def test_http_404_says_the_upstream_url_is_probably_wrong(catalog: Catalog) -> None:
+    page = text_response("<html><body>Not Found</body></html>", 404, "text/html")
+    with pytest.raises(UpstreamError) as caught:
+        scripted(catalog, page).call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+    assert type(caught.value) is UpstreamError and caught.value.kind == "upstream_error"
+    assert "upstream URL is probably misconfigured" in str(caught.value)
+    assert "<html" not in str(caught.value)
+
+
+def test_a_redirect_with_a_json_body_is_not_data(catalog: Catalog) -> None:
+    moved = json_response({"Global Quote": {"01. symbol": "IBM"}}, 302, {"location": "https://elsewhere.example/"})
+    with pytest.raises(UpstreamError, match="HTTP 302 instead of data"):
+        scripted(catalog, moved).call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["[" * 300 + "]" * 300, '{"a":' * 1000 + "1" + "}" * 1000, '{"n": ' + "7" * 5000 + "}"],
+    ids=["nested 300", "nested 1000", "5000 digits"],
+)
+def test_answers_that_cannot_be_passed_on_are_bad_responses(catalog: Catalog, body: str) -> None:
+    answer = text_response(body, 200, "application/json")
+    with pytest.raises(UpstreamBadResponse):
+        scripted(catalog, answer).call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+
+
+def test_nan_and_infinity_become_null(catalog: Catalog) -> None:
+    answer = text_response('{"Global Quote": {"05. price": NaN, "06. volume": Infinity, "x": -Infinity}}', 200)
+    result = scripted(catalog, answer).call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+    assert result.payload == {"Global Quote": {"05. price": None, "06. volume": None, "x": None}}
