@@ -53,7 +53,7 @@ from pydantic import ValidationError
 from progressive_mcp import __version__
 from progressive_mcp.cache import PUBLIC, SERVER, ResponseCache, ResultStore
 from progressive_mcp.errors import ConfigError, UnknownTool
-from progressive_mcp.redaction import redact
+from progressive_mcp.redaction import key_problem, redact
 from progressive_mcp.settings import MODES, Mode, Settings, split_list
 from progressive_mcp.surface import CallContext, CallRecord, Surface
 from progressive_mcp.upstream import UpstreamTransport
@@ -335,7 +335,11 @@ class Endpoint:
         headers = request.headers
         bearer = _bearer(headers.get("authorization"))
         if self.auth_mode == "passthrough":
-            return headers.get("x-api-key", "").strip() or bearer or request.query.get("apikey", "").strip() or None
+            key = headers.get("x-api-key", "").strip() or bearer or request.query.get("apikey", "").strip() or None
+            problem = key_problem(key) if key else None
+            if problem:
+                raise _Reject(401, INVALID_REQUEST, f"The API key sent with this request {problem}; send your real key")
+            return key
         challenge = f'Bearer realm="{SERVER_NAME}"'
         if bearer is None:
             raise _Reject(
@@ -351,7 +355,14 @@ class Endpoint:
                 "The bearer token is not valid for this endpoint",
                 headers={"WWW-Authenticate": f'{challenge}, error="invalid_token"'},
             )
-        return self._secret(self._server_key)
+        server_key = self._secret(self._server_key)
+        problem = key_problem(server_key) if server_key else None
+        if problem:
+            logger.error("the server's upstream key is not usable: it %s", problem)
+            raise _Reject(
+                503, INTERNAL_ERROR, "The server's upstream API key is misconfigured; its operator must replace it"
+            )
+        return server_key
 
     def _secret(self, provider: Callable[[], _T]) -> _T:
         """A secret from its provider (Secrets Manager on Lambda); its failure is a 503, not a crash."""

@@ -39,7 +39,7 @@ from progressive_mcp.cache import (
 from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.errors import ConfigError, MissingApiKey, ToolError, UnknownTool
 from progressive_mcp.metatools import META_TOOL_NAMES, TOOL_CALL, MetaTools
-from progressive_mcp.redaction import redact
+from progressive_mcp.redaction import key_problem, redact
 from progressive_mcp.settings import Mode, Settings
 from progressive_mcp.shaping import shape_result
 from progressive_mcp.tokens import dumps
@@ -155,6 +155,10 @@ class Surface:
         env = os.environ if environ is None else environ
         auth = self.catalog.api.auth
         api_key = settings.with_api_key_from(env, auth.env if auth else None).api_key
+        problem = key_problem(api_key) if api_key else None
+        if problem:
+            source = auth.env if auth and env.get(auth.env) else "the configured API key"
+            raise ConfigError(f"{source} {problem}; set it to your real {self.catalog.api.title} key")
         return CallContext(api_key=api_key, entitlement=LOCAL)
 
     def variant(self, mode: Mode, categories: frozenset[str] | None) -> Surface:

@@ -241,7 +241,7 @@ def surface_with(upstream: SampleUpstream, **pieces: Any) -> Surface:
     return Surface.from_settings(settings, **pieces)
 
 
-def call(surface: Surface, tool: str, arguments: dict[str, Any], api_key: str = "k1") -> tuple[Any, CallRecord]:
+def call(surface: Surface, tool: str, arguments: dict[str, Any], api_key: str = "key-one-1") -> tuple[Any, CallRecord]:
     record = CallRecord()
     ctx = CallContext(api_key=api_key, record=record)
     return surface.call_tool_wire("TOOL_CALL", {"tool_name": tool, "arguments": arguments}, ctx), record
@@ -570,7 +570,7 @@ def test_large_result_is_offloaded_to_s3(aws: None, upstream: SampleUpstream, da
     stored = client("s3").get_object(Bucket=BUCKET, Key=_object_key(full["url"]))
     body = stored["Body"].read()
     assert full["bytes"] == len(body)
-    direct = httpx.get(upstream.url, params={"function": "TIME_SERIES_DAILY", "apikey": "k1", **arguments}).text
+    direct = httpx.get(upstream.url, params={"function": "TIME_SERIES_DAILY", "apikey": "key-one-1", **arguments}).text
     if datatype == "csv":
         assert stored["ContentType"].startswith("text/csv")
         assert body.decode() == direct  # byte for byte what the upstream sent
@@ -594,7 +594,9 @@ def test_handler_offloads_through_the_bucket_from_the_environment(aws: None, ups
     create_bucket()
     env = lambda_env(upstream, PMCP_CACHE_TABLE="", PMCP_MAX_RESULT_TOKENS="500")
     handle = make_handler(endpoint_from_environment(env, session=session()))
-    result = handle(api_event(tool_call("TIME_SERIES_DAILY", {"symbol": "IBM"}), {"x-api-key": "k1"}), lambda_ctx())
+    result = handle(
+        api_event(tool_call("TIME_SERIES_DAILY", {"symbol": "IBM"}), {"x-api-key": "key-one-1"}), lambda_ctx()
+    )
     full = structured(result)["full_result"]
     assert "X-Amz-Signature=" in full["url"] and "X-Amz-Expires=900" in full["url"]
     stored = client("s3").get_object(Bucket=BUCKET, Key=_object_key(full["url"]))
@@ -690,7 +692,7 @@ def test_upstream_failures_count_as_upstream_errors(
 ) -> None:
     create_table()
     handle = make_handler(endpoint_from_environment(lambda_env(upstream, PMCP_RESULTS_BUCKET=""), session=session()))
-    keyed = {"x-api-key": "k1"}
+    keyed = {"x-api-key": "key-one-1"}
     upstream.faults.status = 503
     handle(api_event(tool_call("GLOBAL_QUOTE", {"symbol": "IBM"}), keyed), lambda_ctx())  # the upstream's fault
     upstream.reset()
@@ -738,7 +740,7 @@ def test_endpoint_handles_requests_without_the_lambda_wrapper(aws: None, upstrea
     endpoint = endpoint_from_environment(lambda_env(upstream), session=session())
     assert isinstance(endpoint, Endpoint)
     request = HttpRequest.build(
-        "POST", "/mcp", headers={"content-type": "application/json", "x-api-key": "k1"}, body=rpc("ping")
+        "POST", "/mcp", headers={"content-type": "application/json", "x-api-key": "key-one-1"}, body=rpc("ping")
     )
     assert endpoint.handle(request).status == 200
 

@@ -23,6 +23,7 @@ from mcp.shared.inbound import encode_header_value
 from mcp_types import methods
 from mcp_types.jsonrpc import (
     HEADER_MISMATCH,
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -477,7 +478,7 @@ def test_handshake_tools_call_without_name_is_invalid_params(endpoint: Endpoint)
 def test_invalid_meta_tool_arguments_are_error_results(
     endpoint: Endpoint, upstream: SampleUpstream, name: str, arguments: dict[str, Any]
 ) -> None:
-    response = post(endpoint, rpc("tools/call", tool_call(name, arguments)), headers={"X-API-Key": "k"})
+    response = post(endpoint, rpc("tools/call", tool_call(name, arguments)), headers={"X-API-Key": "test-key-1"})
     result = result_of(response)
     assert result["isError"] is True
     assert result["structuredContent"]["error"]["message"]
@@ -641,7 +642,7 @@ def test_default_settings_accept_loopback_origins(endpoint: Endpoint, origin: st
 )
 def test_default_settings_reject_other_origins(endpoint: Endpoint, upstream: SampleUpstream, origin: str) -> None:
     body = rpc("tools/call", tool_call("TOOL_CALL", QUOTE_CALL))
-    response = post(endpoint, body, headers={"Origin": origin, "X-API-Key": "k"})
+    response = post(endpoint, body, headers={"Origin": origin, "X-API-Key": "test-key-1"})
     assert response.status == 403
     assert response.json()["error"]["code"] == INVALID_REQUEST
     assert "Access-Control-Allow-Origin" not in response.headers
@@ -747,12 +748,19 @@ def test_invalid_request_ids_are_rejected(endpoint: Endpoint, request_id: Any) -
 @pytest.mark.parametrize(
     ("headers", "query", "expected"),
     [
-        pytest.param({"X-API-Key": "k1"}, None, "k1", id="x-api-key"),
-        pytest.param({"Authorization": "Bearer k2"}, None, "k2", id="bearer"),
-        pytest.param({"authorization": "bearer k2b"}, None, "k2b", id="bearer-lowercase"),
-        pytest.param({}, "apikey=k3", "k3", id="query"),
-        pytest.param({"X-API-Key": "k1", "Authorization": "Bearer k2"}, "apikey=k3", "k1", id="x-api-key-first"),
-        pytest.param({"Authorization": "Bearer k2"}, "apikey=k3", "k2", id="bearer-before-query"),
+        pytest.param({"X-API-Key": "key-one-1"}, None, "key-one-1", id="x-api-key"),
+        pytest.param({"Authorization": "Bearer key-two-2"}, None, "key-two-2", id="bearer"),
+        pytest.param({"authorization": "bearer key-2b-lower"}, None, "key-2b-lower", id="bearer-lowercase"),
+        pytest.param({}, "apikey=key-three-3", "key-three-3", id="query"),
+        pytest.param(
+            {"X-API-Key": "key-one-1", "Authorization": "Bearer key-two-2"},
+            "apikey=key-three-3",
+            "key-one-1",
+            id="x-api-key-first",
+        ),
+        pytest.param(
+            {"Authorization": "Bearer key-two-2"}, "apikey=key-three-3", "key-two-2", id="bearer-before-query"
+        ),
     ],
 )
 def test_passthrough_key_reaches_the_upstream(
@@ -1032,7 +1040,9 @@ def test_url_override_does_not_change_the_default(upstream: SampleUpstream) -> N
     assert list_via(fresh, None) == list(META_TOOL_NAMES)
     assert fresh.surface.mode == "progressive" and fresh.surface.categories is None
     # a direct tool is not callable on the default surface afterwards
-    response = post(fresh, rpc("tools/call", tool_call("GLOBAL_QUOTE", {"symbol": "IBM"})), headers={"X-API-Key": "k"})
+    response = post(
+        fresh, rpc("tools/call", tool_call("GLOBAL_QUOTE", {"symbol": "IBM"})), headers={"X-API-Key": "test-key-1"}
+    )
     error_of(response, 200, INVALID_PARAMS)
     assert upstream.requests_snapshot(unmasked=True) == []
     # and the default's TOOL_LIST still covers every category
@@ -1217,3 +1227,43 @@ def test_concurrent_requests_keep_their_own_key_and_surface(upstream: SampleUpst
         assert request["apikey"] == key_for[request["symbol"]], request
     counts = {s: sum(1 for r in raw if r["symbol"] == s) for s in symbols}
     assert counts == dict.fromkeys(symbols, rounds)
+
+
+# --- keys that cannot be secrets ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key", ["k", "ab", "has space", "kéy-ключ", "\ud800abcdef"], ids=["1", "2", "space", "utf8", "lone"]
+)
+def test_a_passthrough_key_that_cannot_be_a_secret_is_refused_clearly(
+    endpoint: Endpoint, upstream: SampleUpstream, key: str
+) -> None:
+    response = post(endpoint, rpc("tools/call", tool_call("TOOL_CALL", QUOTE_CALL)), headers={"X-API-Key": key})
+    error = error_of(response, 401, INVALID_REQUEST)
+    assert "The API key sent with this request" in error["message"]
+    assert upstream.requests_snapshot(unmasked=True) == []
+
+
+def test_a_lone_surrogate_key_through_a_lambda_event_is_answered_not_raised(shared_upstream: SampleUpstream) -> None:
+    """Endpoint.handle never raises: a lone surrogate in x-api-key or a bearer token used to crash redact()."""
+    from lambda_fn.handler import request_from_event
+
+    for headers in ({"x-api-key": "\ud800secret"}, {"authorization": "Bearer \udfffsecret"}):
+        event = {
+            "version": "2.0",
+            "rawPath": "/mcp",
+            "headers": {"content-type": "application/json", **headers},
+            "requestContext": {"http": {"method": "POST", "path": "/mcp"}},
+            "body": json.dumps(rpc("tools/call", tool_call("TOOL_CALL", QUOTE_CALL))),
+        }
+        response = Endpoint.from_settings(settings_for(shared_upstream)).handle(request_from_event(event))
+        assert response.status == 401
+
+
+def test_a_server_key_that_cannot_be_a_secret_fails_calls_with_503(upstream: SampleUpstream) -> None:
+    endpoint = Endpoint.from_settings(
+        settings_for(upstream, auth_mode="server-key", endpoint_tokens=("tok-A",), api_key="k")
+    )
+    response = post(endpoint, rpc("tools/list"), headers={"Authorization": "Bearer tok-A"})
+    error = error_of(response, 503, INTERNAL_ERROR)
+    assert "operator" in error["message"] and "k" not in error["message"].split()

@@ -209,7 +209,7 @@ def test_apigw_named_stage_prefix_is_stripped(upstream: SampleUpstream) -> None:
     assert answer["id"] == "list-7"
     # the query string came through: ?mode=direct&categories=forex lists the forex tools themselves
     names = [t["name"] for t in answer["result"]["tools"]]
-    assert names and all(n.startswith("FX_") for n in names)
+    assert names and all(n.startswith("FX_") or n == "CURRENCY_EXCHANGE_RATE" for n in names)
 
 
 def test_stage_prefix_only_stripped_for_the_events_own_stage(upstream: SampleUpstream) -> None:
@@ -361,7 +361,7 @@ def test_concurrent_invocations_keep_their_own_log_keys(
 
     def invoke(i: int) -> None:
         body = quote_call(request_id=i) if i % 2 == 0 else rpc("ping", request_id=i)
-        event = api_event(body, query="apikey=k1", request_id=f"conc-{i}")
+        event = api_event(body, query="apikey=key-one-1", request_id=f"conc-{i}")
         barrier.wait(timeout=5)
         results[i] = handle(event, ctx(f"aws-conc-{i}"))
 
@@ -388,7 +388,7 @@ def test_concurrent_invocations_keep_their_own_log_keys(
 
 
 def test_tool_call_log_names_the_catalog_tool(upstream: SampleUpstream, out: Output) -> None:
-    event = api_event(quote_call(), query="apikey=k1")
+    event = api_event(quote_call(), query="apikey=key-one-1")
     result = make_handler(passthrough(upstream))(event, ctx())
     assert result["statusCode"] == 200
     assert body_json(result)["result"]["isError"] is False
@@ -486,7 +486,7 @@ def test_emf_for_tools_list(upstream: SampleUpstream, out: Output) -> None:
 
 
 def test_emf_for_tool_call(upstream: SampleUpstream, out: Output) -> None:
-    make_handler(passthrough(upstream))(api_event(quote_call(), query="apikey=k1"), ctx())
+    make_handler(passthrough(upstream))(api_event(quote_call(), query="apikey=key-one-1"), ctx())
     emf, by_service = emf_lines(out.read())  # the second line: counts by service alone, for alarms
     assert dimension_names(by_service) == {"service"}
     assert metric_names(by_service) == {"UpstreamCalls", "UpstreamErrors", "CacheMisses"}

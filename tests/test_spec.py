@@ -497,3 +497,24 @@ def test_spec_compile_refuses_a_broken_spec(tmp_path: Path, capsys: pytest.Captu
     assert main(["spec", "compile", str(path), "-o", str(tmp_path / "out.json")]) == 1
     assert not (tmp_path / "out.json").exists()
     assert "broken.yaml" in capsys.readouterr().err
+
+
+def test_a_spec_without_tools_is_refused(tmp_path: Path) -> None:
+    empty = TEMPLATE[: TEMPLATE.index("tools:")] + "tools: []\n"
+    [problem] = spec_problems(tmp_path, empty)
+    assert problem.startswith(f"line {line_of(empty, 'tools: []')}: tools: ")
+    assert "at least 1 item" in problem
+
+
+def test_error_message_field_and_hints_are_part_of_the_format() -> None:
+    text = edit(
+        "  auth: {in: query, name: apikey, env: DEMO_API_KEY}\n",
+        "  auth: {in: query, name: apikey, env: DEMO_API_KEY}\n  error_fields: {error: invalid_request}\n"
+        "  error_message_field: message\n  hints: {no_data: Check the name., invalid_request: See the docs.}\n",
+    )
+    api = parse_spec(text).api
+    assert (api.error_message_field, api.hints.no_data, api.hints.invalid_request) == (
+        "message",
+        "Check the name.",
+        "See the docs.",
+    )

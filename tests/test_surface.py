@@ -549,3 +549,12 @@ def test_names_fold_case_and_suggestions_ignore_separators() -> None:
     assert not is_error
     assert [t["name"] for t in described["tools"]] == ["artist.getInfo"]
     assert described["not_found"] == [{"name": "artist_getSimilar", "suggestions": ["artist.getSimilar"]}]
+
+
+def test_a_local_key_that_cannot_be_a_secret_is_refused_at_start(catalog: Catalog) -> None:
+    from progressive_mcp.settings import Settings
+
+    settings = Settings.from_env({})
+    with pytest.raises(ConfigError, match="ALPHAVANTAGE_API_KEY is 1 characters long"):
+        Surface(catalog).default_context(settings, {"ALPHAVANTAGE_API_KEY": "k"})
+    assert Surface(catalog).default_context(settings, {"ALPHAVANTAGE_API_KEY": "demo"}).api_key == "demo"
