@@ -186,6 +186,20 @@ def closest_names(wanted: str, names: list[str], limit: int = 3) -> list[str]:
     return close[:limit]
 
 
+def less_data_options(tool: CatalogTool) -> list[str]:
+    """Arguments of this tool that ask for less data (a smaller page, a compact size, a coarser interval)."""
+    ways = []
+    for param in tool.params:
+        values = [v for v in param.enum or () if isinstance(v, str)]
+        if "compact" in values:
+            ways.append(f"{param.name}=compact")
+        elif param.name in ("limit", "page_size", "per_page", "count") and param.type == "integer":
+            ways.append(f"a smaller {param.name}")
+        elif param.name == "interval" and values:
+            ways.append("a coarser interval")
+    return ways
+
+
 def catalog_version(tools: tuple[CatalogTool, ...]) -> str:
     """A short digest over every tool's content hash: changes when any tool changes."""
     digest = hashlib.sha256()

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from progressive_mcp.catalog import CatalogTool
+from progressive_mcp.catalog import CatalogTool, less_data_options
 from progressive_mcp.tokens import dumps, fits_budget
 
 # A dict with at least this many members, all of them containers, is a series (dated bars, ...).
@@ -136,21 +136,16 @@ def _cut(value: Any, path: str, keep: int, kept: dict[str, dict[str, int]]) -> A
 
 def _note(tool: CatalogTool, envelope: dict[str, Any], kept: dict[str, dict[str, int]], budget: int) -> str:
     shown = "; ".join(f"{name}: first {c['kept']} of {c['total']}" for name, c in kept.items())
-    hints = []
+    hints = less_data_options(tool)
     names = {p.name for p in tool.params}
-    if "outputsize" in names:
-        hints.append("outputsize=compact (latest 100 points)")
     if "month" in names:
         hints.append("month=YYYY-MM for one month")
-    if "limit" in names:
-        hints.append("a smaller limit")
     if {"time_from", "time_to"} & names:
         hints.append("a narrower time_from/time_to range")
-    if "datatype" in names and envelope["format"] != "csv":
+    datatype = tool.param("datatype")
+    if datatype is not None and "csv" in (datatype.enum or ()) and envelope["format"] != "csv":
         hints.append("datatype=csv (more compact)")
-    if "interval" in names:
-        hints.append("a coarser interval")
     ask = f" To get less, call again with {', or '.join(hints)}." if hints else ""
     if "full_result" in envelope:
         ask += " The whole answer can be downloaded from full_result.url until full_result.expires_at."
-    return f"Answer cut to fit the {budget}-token budget (newest entries first): {shown}.{ask}"
+    return f"Answer cut to fit the {budget}-token budget (first entries kept): {shown}.{ask}"

@@ -98,7 +98,7 @@ class ApiSpec(_Model):
         description="Key of an error body that holds the message, e.g. 'message' for "
         '{"error": 6, "message": "The artist you supplied could not be found"} (default: the error field\'s value).',
     )
-    hints: HintsSpec = Field(default_factory=lambda: HintsSpec())
+    hints: HintsSpec = Field(default_factory=lambda: HintsSpec.model_validate({}))
 
 
 class ToolSpec(_Model):

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from progressive_mcp.catalog import CatalogTool
+from progressive_mcp.catalog import CatalogTool, less_data_options
 from progressive_mcp.errors import (
     MissingApiKey,
     PremiumRequired,
@@ -452,20 +452,6 @@ class UpstreamClient:
         """How to ask this tool for less data, from its own parameters ("" when it has no such knob)."""
         ways = less_data_options(tool)
         return f", e.g. {' or '.join(ways)}" if ways else ""
-
-
-def less_data_options(tool: CatalogTool) -> list[str]:
-    """Arguments of this tool that ask for less data (a smaller page, a compact size, a coarser interval)."""
-    ways = []
-    for param in tool.params:
-        values = [v for v in param.enum or () if isinstance(v, str)]
-        if "compact" in values:
-            ways.append(f"{param.name}=compact")
-        elif param.name in ("limit", "page_size", "per_page", "count") and param.type == "integer":
-            ways.append(f"a smaller {param.name}")
-        elif param.name == "interval" and values:
-            ways.append("a coarser interval")
-    return ways
 
 
 def classify_error_text(
