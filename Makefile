@@ -1,22 +1,28 @@
-# Every target bootstraps .venv from pyproject.toml on first use (and refreshes it when pyproject changes).
+# Every target bootstraps .venv from pyproject.toml on first use (and refreshes it when pyproject changes):
+# `demo` needs the package alone; everything else also the dev, aws and infra extras.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 SAMPLE_PORT ?= 8765
 PORT ?= 8000
 
 .PHONY: demo test lint serve conformance smoke load synth deploy destroy bench tokens spec-schema clean
 
-$(STAMP): pyproject.toml
+$(BASE_STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	@touch $(BASE_STAMP)
+
+$(STAMP): $(BASE_STAMP)
 	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,aws,infra]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
 
-demo: $(STAMP)
+demo: $(BASE_STAMP)
 	@$(PY) -m progressive_mcp.demo
 
 test: $(STAMP)

@@ -40,6 +40,8 @@ LOCAL_ONLY_FILES = frozenset(
         "lambda_fn/local.py",  # `progressive-mcp serve`: a local HTTP server around the handler
         "progressive_mcp/sample_upstream.py",  # the offline sample upstream (synthetic data, tests and demos)
         "progressive_mcp/demo.py",  # `make demo`
+        "progressive_mcp/stdio.py",  # the stdio server (the mcp SDK, which the asset leaves out)
+        "progressive_mcp/__main__.py",  # `python -m progressive_mcp`
     }
 )
 # `mcp` (the SDK) serves stdio only: the Lambda path speaks MCP through `mcp-types` (see DESIGN.md).

@@ -29,9 +29,15 @@ TOOL_ANNOTATIONS: Mapping[str, bool] = MappingProxyType(
 PREMIUM_NOTE = " Premium: needs a paid upstream plan."
 
 
+BUNDLED_SPEC = "alphavantage.yaml"
+
+
 def default_spec_path() -> Path:
-    """The bundled Alpha Vantage spec, next to the package in a source checkout."""
-    return Path(__file__).resolve().parent.parent / "spec" / "alphavantage.yaml"
+    """The bundled Alpha Vantage spec: `spec/` in a source checkout, package data in an installed wheel."""
+    checkout = Path(__file__).resolve().parent.parent / "spec" / BUNDLED_SPEC
+    if checkout.is_file():
+        return checkout
+    return Path(__file__).resolve().parent / "bundled" / BUNDLED_SPEC
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,7 @@ def _spec_schema(_args: argparse.Namespace) -> int:
 
 
 def _stdio(args: argparse.Namespace) -> int:
-    from stdio_server.server import run
+    from progressive_mcp.stdio import run
 
     return run(args)
 
@@ -68,8 +68,15 @@ def _stdio(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     try:
         from lambda_fn.local import run
-    except ModuleNotFoundError as exc:  # the Lambda handler needs the aws extra (Powertools)
-        print(f"progressive-mcp serve needs {exc.name}: pip install 'progressive-mcp[aws]'", file=sys.stderr)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.split(".")[0] == "lambda_fn":
+            print(
+                "progressive-mcp serve runs the Lambda handler in lambda_fn/, which only a source checkout has: "
+                "run it from a clone of the repository (make serve), or use `progressive-mcp stdio`",
+                file=sys.stderr,
+            )
+        else:  # the Lambda handler needs the aws extra (Powertools)
+            print(f"progressive-mcp serve needs {exc.name}: pip install -e '.[aws]' in the clone", file=sys.stderr)
         return 2
     return run(args)
 

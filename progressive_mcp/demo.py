@@ -1,6 +1,6 @@
 """`make demo`: a real MCP session over stdio that shows progressive discovery end to end, offline.
 
-It starts the offline sample upstream (synthetic data), launches `python -m stdio_server` through
+It starts the offline sample upstream (synthetic data), launches `progressive-mcp stdio` through
 the mcp SDK's client, and walks the discovery path step by step with token counts. Example::
 
     python -m progressive_mcp.demo
@@ -42,7 +42,7 @@ def _step(number: int, title: str) -> None:
 async def _session(upstream_url: str, mode: str) -> tuple[list[Any], Any]:
     server = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "stdio_server", "--mode", mode, "--upstream", upstream_url],
+        args=["-m", "progressive_mcp", "stdio", "--mode", mode, "--upstream", upstream_url],
         env={"ALPHAVANTAGE_API_KEY": DEMO_KEY},
     )
     async with Client(server, mode="auto") as client:
@@ -53,7 +53,7 @@ async def run_demo(upstream_url: str, upstream_requests: Any = None) -> int:
     """The demo session; `upstream_requests()` (optional) counts the requests the upstream has seen."""
     server = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "stdio_server", "--upstream", upstream_url],
+        args=["-m", "progressive_mcp", "stdio", "--upstream", upstream_url],
         env={"ALPHAVANTAGE_API_KEY": DEMO_KEY},
     )
     spent = 0
@@ -124,7 +124,7 @@ async def run_demo(upstream_url: str, upstream_requests: Any = None) -> int:
 
 
 def main() -> int:
-    print("progressive-mcp demo: a real MCP session (mcp SDK client <-> python -m stdio_server), offline.")
+    print("progressive-mcp demo: a real MCP session (mcp SDK client <-> progressive-mcp stdio), offline.")
     with SampleUpstream() as upstream:
         print(f"Upstream: the offline sample server at {upstream.url} (synthetic data, not real market prices).")
         return asyncio.run(run_demo(upstream.url, lambda: len(upstream.requests_snapshot())))

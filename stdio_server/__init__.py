@@ -1,10 +1,10 @@
-"""The stdio MCP server: the mcp SDK's low-level Server wired to the progressive-mcp core.
+"""`python -m stdio_server`: the stdio MCP server from a source checkout (installed: `progressive-mcp stdio`).
 
 Run it the way desktop clients do::
 
     python -m stdio_server --mode progressive --upstream http://127.0.0.1:8765/query
 
-Logs go to stderr only (stdout carries the protocol); it exits when stdin closes.
+The server itself is `progressive_mcp.stdio`; this package only keeps the documented entry point.
 """
 
 from stdio_server.server import build_server, main, serve
