@@ -594,7 +594,16 @@ class _RedactingFilter(logging.Filter):
 
 
 def _is_empty(payload: Any) -> bool:
-    """`{}`, `[]`, or an object whose every member is empty (e.g. `{"Global Quote": {}}`)."""
-    if payload in ({}, []):
-        return True
-    return isinstance(payload, dict) and all(v in ({}, [], "", None) for v in payload.values())
+    """An answer without a single value: `{}`, `[]`, `{"Global Quote": {}}`, `{"similarartists": {"artist": []}}`
+    (empty strings and nulls count as no value)."""
+    level = [payload]
+    while level:  # breadth-first: the depth is bounded by parse_json_answer already
+        if any(not isinstance(item, dict | list) and item not in ("", None) for item in level):
+            return False
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+    return True
