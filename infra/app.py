@@ -23,6 +23,7 @@ from typing import Any
 from aws_cdk import App
 from cdk_nag import AwsSolutionsChecks
 
+from infra.bundling import NEEDS_INDEX
 from infra.config import StackConfig
 from infra.stack import ProgressiveMcpStack
 
@@ -84,8 +85,15 @@ def nag_findings(stack: ProgressiveMcpStack) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    app, stack = build_app(sys.argv[1:] if argv is None else argv)
-    assembly = app.synth()
+    try:  # the asset is bundled while the stack is built
+        app, stack = build_app(sys.argv[1:] if argv is None else argv)
+        assembly = app.synth()
+    except Exception as exc:  # the bundler runs inside jsii: its error comes back wrapped in a long trace
+        if NEEDS_INDEX not in str(exc):
+            raise
+        line = next(line for line in str(exc).splitlines() if NEEDS_INDEX in line)
+        print(f"infra: {line[line.index(NEEDS_INDEX) :]}", file=sys.stderr)
+        return 1
     # After synth, so that the rules see the finished tree (policies, lazy values); a finding fails the command.
     findings = nag_findings(stack)
     if findings:

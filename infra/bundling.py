@@ -57,6 +57,9 @@ CACHE_KEEP = 4  # built assets kept in the cache (each ~100 MB): the most recent
 BUNDLE_PYTHON_ENV = "PMCP_BUNDLE_PYTHON"
 
 
+NEEDS_INDEX = "building the Lambda asset needs a package index (PyPI or a mirror) to fetch the arm64 wheels"
+
+
 class BundleError(RuntimeError):
     """The asset could not be built (pip, the spec compiler, or an explicitly named interpreter failed)."""
 
@@ -337,7 +340,27 @@ def _pip_install(inputs: AssetInputs, out: Path) -> None:
     finally:
         constraints.unlink(missing_ok=True)
     if result.returncode != 0:
-        raise BundleError(f"pip install for {inputs.target.describe()} failed:\n{result.stderr.strip()}")
+        raise BundleError(pip_failure(inputs.target.describe(), result.stderr))
+
+
+# What pip says when it cannot reach a package index, or the index lacks a wheel for the target.
+_UNREACHABLE = (
+    "No matching distribution",
+    "Could not find a version",
+    "ResolutionImpossible",
+    "Failed to establish a new connection",
+    "Name or service not known",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "Connection refused",
+)
+
+
+def pip_failure(target: str, stderr: str) -> str:
+    """The BundleError message for a failed pip install: one line when no index could give the wheels."""
+    if any(sign in stderr for sign in _UNREACHABLE):
+        return f"{NEEDS_INDEX} ({target}); pip said: " + (stderr.strip().splitlines() or ["nothing"])[-1].strip()[:200]
+    return f"pip install for {target} failed:\n{stderr.strip()}"
 
 
 def _prune_dependencies(out: Path) -> None:

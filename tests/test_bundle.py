@@ -11,6 +11,7 @@ Run with: .venv/bin/python -m pytest tests/test_bundle.py -q
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -224,3 +225,33 @@ def test_bytecode_interpreter_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_host_target_refuses_another_python() -> None:
     with pytest.raises(BundleError, match="this interpreter's Python"):
         BundleTarget("3.99", "host").pip_args()
+
+
+def test_without_a_package_index_the_build_says_so_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make synth` on a machine without a package index: one line that says why, not pip's whole output."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens on the discard port
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("PIP_TIMEOUT", "2")
+    inputs = AssetInputs(root=ROOT, spec=SPEC, target=BundleTarget.lambda_arm64("3.13"), cache_dir=tmp_path)
+    with pytest.raises(BundleError) as raised:
+        ensure_built(inputs)
+    message = str(raised.value)
+    assert message.startswith(bundling.NEEDS_INDEX)
+    assert "\n" not in message and len(message) < 500
+
+
+def test_synth_turns_the_wrapped_bundling_error_into_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from infra import app
+
+    wrapped = f"Failed to bundle asset X: @jsii/kernel.RuntimeError: {bundling.NEEDS_INDEX} (target); pip said: E"
+
+    def build_app(_argv: object) -> None:
+        raise RuntimeError(wrapped + "\n    at jsii kernel frames ...")
+
+    monkeypatch.setattr(app, "build_app", build_app)
+    assert app.main([]) == 1
+    assert f"\ninfra: {bundling.NEEDS_INDEX} (target); pip said: E\n" in "\n" + capsys.readouterr().err
+    # (jsii, imported by infra.app, may print its own Node end-of-life banner first)
