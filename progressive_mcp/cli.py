@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("files", nargs="*", help="spec files (default: the bundled one)")
     check.set_defaults(func=_spec_check)
     compile_ = spec_commands.add_parser(
-        "compile", help="write a spec as compact JSON, which loads ~40x faster than YAML (for Lambda cold starts)"
+        "compile", help="write a spec as compact JSON, which loads faster than YAML (for Lambda cold starts)"
     )
     compile_.add_argument("file", nargs="?", help="spec file (default: the bundled one)")
     compile_.add_argument("-o", "--output", help="output file (default: stdout)")

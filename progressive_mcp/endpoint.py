@@ -28,13 +28,14 @@ import hmac
 import json
 import logging
 import os
+import re
 import threading
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 from mcp_types import methods
 from mcp_types.jsonrpc import (
@@ -93,7 +94,8 @@ CONFORMANCE_FIXTURES: dict[str, tuple[str | None, str]] = {
 }
 CORS_ALLOW_HEADERS = "Content-Type, Authorization, MCP-Protocol-Version, Mcp-Method, Mcp-Name, X-API-Key"
 CORS_EXPOSE_HEADERS = "WWW-Authenticate, MCP-Protocol-Version"
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+# scheme://host[:port] and nothing else: no user info ("evil@localhost"), no suffix ("[::1].evil.example").
+LOOPBACK_ORIGIN = re.compile(r"https?://(?:localhost|127\.0\.0\.1|\[::1\])(?::\d{1,5})?")
 MAX_SURFACE_VARIANTS = 64
 MAX_CACHED_RESULTS = 1024
 # HTTP status of a JSON-RPC error in the 2026-07-28 era (the transport spec's table).
@@ -309,16 +311,16 @@ class Endpoint:
             return self._error_response(internal, exchange, cors)
 
     def origin_allowed(self, origin: str) -> bool:
-        """`PMCP_ALLOWED_ORIGINS` entries match exactly (`*` allows any); with none, only loopback origins pass."""
+        """`PMCP_ALLOWED_ORIGINS` entries match exactly (`*` allows any); with none, only loopback origins pass.
+        An Origin with control characters never passes (nor is it reflected)."""
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in origin):
+            return False
         normal = origin.strip().rstrip("/").lower()
         if "*" in self._origins or normal in self._origins:
             return True
         if self._origins:
             return False
-        parts = urlsplit(normal)
-        host = parts.netloc.rsplit("@", 1)[-1]
-        host = host[: host.find("]") + 1] if host.startswith("[") else host.split(":", 1)[0]
-        return parts.scheme in ("http", "https") and host in LOOPBACK_HOSTS
+        return LOOPBACK_ORIGIN.fullmatch(normal) is not None
 
     def _preflight(self, origin: str | None) -> dict[str, str]:
         if origin is None:
@@ -697,7 +699,7 @@ class Endpoint:
             400,
             UNSUPPORTED_PROTOCOL_VERSION,
             f"Unsupported protocol version {requested[:40]!r}; this server speaks {', '.join(SUPPORTED_VERSIONS)}",
-            data={"requested": requested, "supported": list(SUPPORTED_VERSIONS)},
+            data={"requested": requested[:40], "supported": list(SUPPORTED_VERSIONS)},
             request_id=request_id,
         )
 

@@ -49,7 +49,7 @@ class UnknownTool(ToolError):
         super().__init__(f"Unknown tool {_clip(name)!r}.{hint} {how_to_find}")
 
     def details(self) -> dict[str, Any]:
-        return {"tool_name": self.name, "suggestions": self.suggestions}
+        return {"tool_name": _clip(self.name), "suggestions": self.suggestions}
 
 
 def _clip(text: str, limit: int = 80) -> str:

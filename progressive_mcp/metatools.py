@@ -249,7 +249,10 @@ class MetaTools:
                 raise missing[0]
             raise ToolError(
                 "Unknown tools: "
-                + "; ".join(f"{e.name!r} (did you mean {', '.join(e.suggestions) or 'nothing close'})" for e in missing)
+                + "; ".join(
+                    f"{e.details()['tool_name']!r} (did you mean {', '.join(e.suggestions) or 'nothing close'})"
+                    for e in missing
+                )
                 + ". Use TOOL_SEARCH to find tool names."
             )
         result: dict[str, Any] = {
@@ -257,7 +260,7 @@ class MetaTools:
             "tools": [self._describe(t) for t in found],
         }
         if missing:
-            result["not_found"] = [{"name": e.name, "suggestions": e.suggestions} for e in missing]
+            result["not_found"] = [{"name": e.details()["tool_name"], "suggestions": e.suggestions} for e in missing]
         return result
 
     def resolve_call(self, args: dict[str, Any]) -> tuple[CatalogTool, Any]:

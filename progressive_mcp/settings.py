@@ -8,6 +8,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -108,8 +109,10 @@ class Settings:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r} (PMCP_MODE or --mode)")
         if self.max_result_tokens < 500:
             raise ConfigError(f"PMCP_MAX_RESULT_TOKENS must be at least 500, not {self.max_result_tokens}")
-        if self.upstream_timeout_s <= 0:
-            raise ConfigError("PMCP_UPSTREAM_TIMEOUT_S must be positive")
+        if not 0 < self.upstream_timeout_s <= 900:  # NaN fails this too
+            raise ConfigError(
+                f"PMCP_UPSTREAM_TIMEOUT_S must be above 0 and at most 900 seconds, not {self.upstream_timeout_s!r}"
+            )
         if not 0 <= self.upstream_retries <= 5:
             raise ConfigError("PMCP_UPSTREAM_RETRIES must be between 0 and 5")
         if not 0 < self.deadline_s <= 900:  # NaN fails this too
@@ -151,6 +154,9 @@ def _int(name: str, value: str) -> int:
 
 def _float(name: str, value: str) -> float:
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         raise ConfigError(f"{name} must be a number, not {value!r}") from None
+    if not math.isfinite(number):
+        raise ConfigError(f"{name} must be a finite number, not {value!r}")
+    return number

@@ -638,6 +638,11 @@ def test_default_settings_accept_loopback_origins(endpoint: Endpoint, origin: st
         "http://localhost@evil.example.com",
         "null",
         "file://localhost",
+        "http://\r\n\tlocalhost",  # urlsplit drops the control characters
+        "http://local\x00host",
+        "http://[::1].evil.example",
+        "http://evil.example@localhost",
+        "http://localhost:abc",
     ],
 )
 def test_default_settings_reject_other_origins(endpoint: Endpoint, upstream: SampleUpstream, origin: str) -> None:
@@ -1267,3 +1272,17 @@ def test_a_server_key_that_cannot_be_a_secret_fails_calls_with_503(upstream: Sam
     response = post(endpoint, rpc("tools/list"), headers={"Authorization": "Bearer tok-A"})
     error = error_of(response, 503, INTERNAL_ERROR)
     assert "operator" in error["message"] and "k" not in error["message"].split()
+
+
+def test_echoed_input_is_capped(endpoint: Endpoint) -> None:
+    """A megabyte of tool name or protocol version must not come back (several times) in the answer."""
+    huge = "N" * 960_000
+    for message in (
+        rpc("tools/call", tool_call(huge)),
+        rpc("tools/call", tool_call("TOOL_GET", {"tool_name": [huge[:400_000], "ALSO_" + huge[:400_000]]})),
+        rpc("tools/call", tool_call("TOOL_CALL", {"tool_name": huge, "arguments": {}})),
+    ):
+        response = post(endpoint, message)
+        assert response.status == 200 and len(response.body) < 4_000, len(response.body)
+    versioned = post(endpoint, rpc("ping"), headers={"MCP-Protocol-Version": "9" * 100_000})
+    assert versioned.status == 400 and len(versioned.body) < 2_000
