@@ -24,6 +24,16 @@ from progressive_mcp.errors import SpecError
 ParamType = Literal["string", "integer", "number", "boolean"]
 Scalar = str | int | float | bool
 TOOL_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$"
+# Sizes no real spec comes near (the bundled one's largest: a 345-character description, 12 parameters, 33
+# keywords, 9 enum values): they bound what a hostile or broken file can make the server hold and send.
+MAX_SPEC_CHARS = 10 * 1024 * 1024
+MAX_NESTING = 32  # the format itself needs 6 levels
+MAX_EXPANDED_VALUES = 1_000_000  # values once YAML aliases are expanded (the bundled spec: ~16,000)
+MAX_TOOLS = 10_000
+MAX_PARAMS = 64  # what one call may pass (progressive_mcp.arguments.MAX_ARGUMENTS)
+MAX_DESCRIPTION = 4_000
+MAX_SHORT_TEXT = 200
+MAX_LIST = 1_000
 PARAM_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
 
@@ -37,14 +47,20 @@ class ParamSpec(_Model):
     use: str | None = Field(None, description="Name of a shared parameter to start from (see shared_params).")
     type: ParamType | None = Field(None, description="JSON type of the value.")
     required: bool | None = Field(None, description="Whether the caller must give it (default false).")
-    description: str | None = Field(None, description="What the value means, for the model.")
-    enum: list[Scalar] | None = Field(None, description="The only values allowed.")
+    description: str | None = Field(
+        None, max_length=MAX_DESCRIPTION, description="What the value means, for the model."
+    )
+    enum: list[Annotated[str, Field(max_length=MAX_SHORT_TEXT)] | int | float | bool] | None = Field(
+        None, max_length=MAX_LIST, description="The only values allowed."
+    )
     default: Scalar | None = Field(None, description="The value the upstream assumes when it is omitted.")
-    pattern: str | None = Field(None, description="Regular expression a string value must match.")
+    pattern: str | None = Field(
+        None, max_length=MAX_SHORT_TEXT, description="Regular expression a string value must match."
+    )
     format: str | None = Field(None, description="JSON Schema format hint, e.g. date or date-time.")
     minimum: int | float | None = None
     maximum: int | float | None = None
-    examples: list[Scalar] | None = Field(None, description="Typical values, shown to the model.")
+    examples: list[Scalar] | None = Field(None, max_length=20, description="Typical values, shown to the model.")
     premium_values: list[Scalar] | None = Field(
         None, description="Values that need a paid upstream plan (answers to them are never shared between callers)."
     )
@@ -70,10 +86,14 @@ class HintsSpec(_Model):
     """Advice added to upstream errors, in this API's terms (without it, the advice is generic)."""
 
     no_data: str | None = Field(
-        None, description="Added when the upstream answers with no data, e.g. how to find a valid identifier."
+        None,
+        max_length=1_000,
+        description="Added when the upstream answers with no data, e.g. how to find a valid identifier.",
     )
     invalid_request: str | None = Field(
-        None, description="Added when the upstream rejects a request's arguments (an error_fields error)."
+        None,
+        max_length=1_000,
+        description="Added when the upstream rejects a request's arguments (an error_fields error).",
     )
 
 
@@ -81,9 +101,9 @@ class ApiSpec(_Model):
     """The upstream API: identity, address, dispatch, auth and how it reports errors."""
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$")
-    title: str
-    description: str = ""
-    base_url: str = Field(pattern=r"^https?://\S+$")
+    title: str = Field(max_length=MAX_SHORT_TEXT)
+    description: str = Field("", max_length=MAX_DESCRIPTION)
+    base_url: str = Field(pattern=r"^https?://\S+$", max_length=2_000)
     docs_url: str | None = None
     dispatch: DispatchSpec
     auth: AuthSpec | None = None
@@ -105,16 +125,24 @@ class ToolSpec(_Model):
     """One upstream operation, exposed as one MCP tool."""
 
     name: str = Field(pattern=TOOL_NAME_PATTERN, description="The upstream function name.")
-    title: str | None = Field(None, description="Short human-readable name.")
+    title: str | None = Field(None, max_length=MAX_SHORT_TEXT, description="Short human-readable name.")
     category: str
     summary: str = Field(min_length=1, max_length=120, description="One line: what the tool returns.")
-    description: str = Field(min_length=1, description="When to use it, what comes back, what to watch for.")
-    params: dict[Annotated[str, Field(pattern=PARAM_NAME_PATTERN)], ParamSpec] = Field(default_factory=dict)
+    description: str = Field(
+        min_length=1, max_length=MAX_DESCRIPTION, description="When to use it, what comes back, what to watch for."
+    )
+    params: dict[Annotated[str, Field(pattern=PARAM_NAME_PATTERN)], ParamSpec] = Field(
+        default_factory=dict, max_length=MAX_PARAMS
+    )
     require_any: list[list[str]] = Field(
         default_factory=list, description="Groups of parameters of which at least one must be given."
     )
-    keywords: list[str] = Field(default_factory=list, description="Extra search terms.")
-    examples: list[str] = Field(default_factory=list, description="Questions a user might ask (for search).")
+    keywords: list[Annotated[str, Field(max_length=MAX_SHORT_TEXT)]] = Field(
+        default_factory=list, max_length=MAX_LIST, description="Extra search terms."
+    )
+    examples: list[Annotated[str, Field(max_length=500)]] = Field(
+        default_factory=list, max_length=100, description="Questions a user might ask (for search)."
+    )
     cache_ttl_s: int | None = Field(None, ge=0, description="How long an answer stays fresh, in seconds.")
     premium: bool = Field(False, description="Needs a paid upstream plan.")
 
@@ -124,9 +152,15 @@ class Spec(_Model):
 
     spec_version: Literal[1] = 1
     api: ApiSpec
-    categories: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")], str]
-    shared_params: dict[Annotated[str, Field(pattern=PARAM_NAME_PATTERN)], ParamSpec] = Field(default_factory=dict)
-    tools: list[ToolSpec] = Field(min_length=1, description="The operations; a catalog needs at least one.")
+    categories: dict[
+        Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")], Annotated[str, Field(max_length=1_000)]
+    ] = Field(max_length=MAX_LIST)
+    shared_params: dict[Annotated[str, Field(pattern=PARAM_NAME_PATTERN)], ParamSpec] = Field(
+        default_factory=dict, max_length=MAX_LIST
+    )
+    tools: list[ToolSpec] = Field(
+        min_length=1, max_length=MAX_TOOLS, description="The operations; a catalog needs at least one."
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,18 +212,21 @@ def parse_spec(text: str, *, source: str = "<spec>") -> Spec:
     """Parse spec text (YAML or JSON) and validate it; see `load_spec`.
 
     JSON text takes a fast path (~1 ms instead of ~45 ms of YAML parsing for the bundled spec), which
-    is what `progressive-mcp spec compile` output is for: a quicker cold start in Lambda.
+    is what `progressive-mcp spec compile` output is for: a quicker cold start in Lambda. A file too
+    large, nested too deeply, or whose YAML aliases expand too far is refused before it is built.
     """
-    data, duplicate_keys = _parse_json(text) if text.lstrip().startswith("{") else (None, [])
-    if data is None:
-        loader = _SpecLoader(text)
-        try:
-            data = loader.get_single_data()
-        except yaml.YAMLError as exc:
-            raise SpecError(source, [_yaml_problem(exc)]) from None
-        finally:
-            loader.dispose()
-        duplicate_keys = loader.duplicate_keys
+    if len(text) > MAX_SPEC_CHARS:
+        raise SpecError(source, [f"the file is {len(text):,} characters; a spec may have at most {MAX_SPEC_CHARS:,}"])
+    try:
+        data, duplicate_keys = _parse_json(text) if text.lstrip().startswith("{") else (None, [])
+        if data is None:
+            data, duplicate_keys = _parse_yaml(text, source)
+            # JSON has no aliases, and its parser stops deep nesting itself (RecursionError, below).
+            problem = _shape_problem(data) if isinstance(data, dict | list) else None
+            if problem:
+                raise SpecError(source, [problem])
+    except RecursionError:
+        raise SpecError(source, [f"the document is nested more than {MAX_NESTING} levels deep"]) from None
     if not isinstance(data, dict):
         raise SpecError(source, ["the top level must be a mapping with api, categories and tools"])
     try:
@@ -206,6 +243,46 @@ def parse_spec(text: str, *, source: str = "<spec>") -> Spec:
             rendered += [f"line {line}: duplicate key {key!r}" for line, key in duplicate_keys]
         raise SpecError(source, rendered)
     return spec
+
+
+def _parse_yaml(text: str, source: str) -> tuple[Any, list[tuple[int, str]]]:
+    """YAML text as data, with its repeated keys (an alias is built once and shared, however often used)."""
+    loader = _SpecLoader(text)
+    try:
+        return loader.get_single_data(), loader.duplicate_keys
+    except yaml.YAMLError as exc:
+        raise SpecError(source, [_yaml_problem(exc)]) from None
+    finally:
+        loader.dispose()
+
+
+def _shape_problem(data: Any) -> str | None:
+    """Why parsed data is unsafe to walk: nesting too deep, a structure that contains itself, or YAML aliases
+    that expand to too many values ("billion laughs": each alias is a shared reference, built once, but
+    everything that walks the data walks it once per reference). None when it is fine. Iterative."""
+    size: dict[int, int] = {}  # id(container) -> values in it once shared parts are counted per reference
+    on_path: set[int] = set()
+    stack: list[tuple[Any, int, bool]] = [(data, 1, False)]
+    while stack:
+        item, depth, children_done = stack.pop()
+        key = id(item)
+        members = list(item.values()) if isinstance(item, dict) else item
+        if children_done:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(m)] if isinstance(m, dict | list) else 1 for m in members)
+            if size[key] > MAX_EXPANDED_VALUES:
+                return f"YAML aliases expand to more than {MAX_EXPANDED_VALUES:,} values; write the values out instead"
+            continue
+        if key in size:
+            continue
+        if depth > MAX_NESTING:
+            return f"the document is nested more than {MAX_NESTING} levels deep"
+        if key in on_path:
+            return "a YAML alias refers to a node that contains it (a recursive structure)"
+        on_path.add(key)
+        stack.append((item, depth, True))
+        stack.extend((m, depth + 1, False) for m in members if isinstance(m, dict | list) and id(m) not in size)
+    return None
 
 
 def _parse_json(text: str) -> tuple[Any, list[tuple[int, str]]]:
@@ -485,13 +562,18 @@ def _line_index(text: str) -> tuple[dict[Path_, int], list[tuple[Path_, int]]]:
     each repeated mapping key as (path, line of the repeat)."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return {}, []
     index: dict[Path_, int] = {}
     duplicates: list[tuple[Path_, int]] = []
 
+    walked: set[int] = set()
+
     def walk(node: yaml.Node, path: Path_) -> None:
         index.setdefault(path, node.start_mark.line + 1)
+        if id(node) in walked:  # an alias: its lines are where the anchor is, already indexed
+            return
+        walked.add(id(node))
         if isinstance(node, yaml.MappingNode):
             seen: set[tuple[str, str]] = set()
             for key_node, value_node in node.value:

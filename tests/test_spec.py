@@ -518,3 +518,67 @@ def test_error_message_field_and_hints_are_part_of_the_format() -> None:
         "Check the name.",
         "See the docs.",
     )
+
+
+# --- hostile files: refused before they are built, in well under a second -------------------------------
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("where", ["top level", "examples"])
+def test_a_billion_laughs_spec_is_refused(tmp_path: Path, where: str) -> None:
+    bomb = "\n".join(
+        ["laugh0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+        + [f"laugh{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 10)]
+    )
+    if where == "top level":
+        text = TEMPLATE + "\n" + bomb + "\n"
+    else:
+        indented = bomb.replace("\n", "\n        ").replace(": &", "_x: &")
+        text = edit(
+            "    summary: Latest price of one symbol.\n",
+            "    summary: Latest price of one symbol.\n    keywords: []\n    x_anchors:\n        " + indented + "\n"
+            "    examples: *l9\n",
+        )
+    [problem] = spec_problems(tmp_path, text)
+    assert "aliases expand to more than" in problem
+
+
+def test_a_recursive_yaml_alias_is_refused(tmp_path: Path) -> None:
+    text = edit("categories:\n", "loop: &loop [*loop]\ncategories:\n")
+    problems = spec_problems(tmp_path, text)
+    assert len(problems) == 1
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("[" * 20_000 + "]" * 20_000, "yaml"),
+        ("a: " + "[" * 900 + "]" * 900, "yaml"),  # within libyaml's own limit of 1,000
+        ('{"api": ' + "[" * 100_000 + "]" * 100_000 + "}", "json"),
+    ],
+    ids=["yaml 20000", "yaml 900", "json 100000"],
+)
+def test_deep_nesting_is_refused(tmp_path: Path, text: str, kind: str) -> None:
+    [problem] = spec_problems(tmp_path, text)
+    assert "nested more than" in problem or "invalid YAML" in problem, (kind, problem)
+
+
+def test_moderately_deep_nesting_is_refused_too(tmp_path: Path) -> None:
+    text = edit("categories:\n", "deep: " + "[" * 40 + "]" * 40 + "\ncategories:\n")
+    [problem] = spec_problems(tmp_path, text)
+    assert "nested more than 32 levels" in problem
+
+
+@pytest.mark.timeout(20)
+def test_a_huge_description_anchored_into_every_tool_is_refused(tmp_path: Path) -> None:
+    tools = "\n".join(f"  - {{name: T{i}, category: stocks, summary: S., description: *big}}" for i in range(128))
+    text = TEMPLATE[: TEMPLATE.index("tools:")] + "huge: &big " + "x" * 790_000 + "\ntools:\n" + tools + "\n"
+    problems = spec_problems(tmp_path, text)
+    too_long = [p for p in problems if "description: string should have at most 4000 characters" in p]
+    assert len(too_long) == 128 and len(problems) == 129  # and the unknown field `huge`
+
+
+def test_a_file_over_the_size_limit_is_refused_unparsed(tmp_path: Path) -> None:
+    [problem] = spec_problems(tmp_path, TEMPLATE + "#" + "x" * (10 * 1024 * 1024) + "\n")
+    assert "a spec may have at most 10,485,760" in problem
