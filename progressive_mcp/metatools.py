@@ -141,7 +141,10 @@ class MetaTools:
         catalog: Catalog,
         *,
         categories: frozenset[str] | None = None,
+        base: MetaTools | None = None,
     ) -> None:
+        """`base`: meta-tools over a wider set of tools whose search index this one may share (filtering it to
+        its own categories at query time), so a narrower surface costs no index build."""
         self.catalog = catalog
         self.categories = categories
         self.tools = catalog.in_categories(categories)
@@ -150,7 +153,12 @@ class MetaTools:
         self._by_category: dict[str, tuple[CatalogTool, ...]] = {
             c: grouped for c in catalog.categories if (grouped := tuple(t for t in self.tools if t.category == c))
         }
-        self.index = SearchIndex(self.tools)
+        if base is not None and (base.categories is None or (categories is not None and categories <= base.categories)):
+            self.index = base.index
+            self._scope = categories if base.tools != self.tools else None
+        else:
+            self.index = SearchIndex(self.tools)
+            self._scope = None
         self._described: dict[str, dict[str, Any]] = {}
         # readOnlyHint alone: destructiveHint is moot for read-only tools and openWorldHint defaults to true.
         self.definitions = [
@@ -214,7 +222,7 @@ class MetaTools:
         if with_schemas is None:
             raise self._bad(TOOL_SEARCH, "schemas must be true or false")
         category = args.get("category")
-        scope = frozenset(self._category_names(category, TOOL_SEARCH)) if category else None
+        scope = frozenset(self._category_names(category, TOOL_SEARCH)) if category else self._scope
         hits = self.index.search(query, limit=limit, categories=scope)
         results: list[dict[str, Any]] = [
             {"name": h.name, "score": h.score, "summary": h.summary, "category": h.category} for h in hits

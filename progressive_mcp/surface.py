@@ -92,8 +92,10 @@ class Surface:
         cache: ResponseCache | None = None,
         results: ResultStore | None = None,
         clock: Callable[[], float] = time.time,
+        direct_models: dict[str, types.Tool] | None = None,
     ) -> None:
-        """`cache` keeps upstream answers (None: no cache); `results` takes full answers too large to show."""
+        """`cache` keeps upstream answers (None: no cache); `results` takes full answers too large to show;
+        `direct_models` is the shared store of catalog tools' definitions (see `variant`)."""
         unknown = sorted((categories or frozenset()) - set(catalog.categories))
         if unknown:
             raise ConfigError(
@@ -107,17 +109,21 @@ class Surface:
         self.cache = cache
         self.results = results
         self._clock = clock
-        # Surfaces that differ only in mode can share one MetaTools (its search index takes ~20 ms to build).
+        # Surfaces that differ only in mode share one MetaTools; a narrower one shares its search index (which
+        # takes ~20 ms to build), filtered at query time: a new ?mode=/?categories= pair builds no index.
         shared = meta is not None and meta.categories == categories
-        self.meta = meta if meta is not None and shared else MetaTools(catalog, categories=categories)
+        self.meta = meta if meta is not None and shared else MetaTools(catalog, categories=categories, base=meta)
         self._discovery = self.meta.discovery_handlers()
         self._direct = {t.name: t for t in catalog.in_categories(categories)} if mode != "progressive" else {}
-        definitions: list[dict[str, Any]] = []
-        if mode != "direct":
-            definitions += self.meta.definitions
-        if mode != "progressive":
-            definitions += [t.definition() for t in self._direct.values()]
-        self._tools = [types.Tool.model_validate(d) for d in definitions]
+        # Each catalog tool's definition as an SDK model, made once and shared by every variant of this surface.
+        self._direct_models: dict[str, types.Tool] = direct_models if direct_models is not None else {}
+        tools = [types.Tool.model_validate(d) for d in self.meta.definitions] if mode != "direct" else []
+        for tool in self._direct.values():
+            model = self._direct_models.get(tool.name)
+            if model is None:
+                model = self._direct_models.setdefault(tool.name, types.Tool.model_validate(tool.definition()))
+            tools.append(model)
+        self._tools = tools
 
     @classmethod
     def from_settings(
@@ -173,6 +179,7 @@ class Surface:
             cache=self.cache,
             results=self.results,
             clock=self._clock,
+            direct_models=self._direct_models,
         )
 
     @property

@@ -1286,3 +1286,36 @@ def test_echoed_input_is_capped(endpoint: Endpoint) -> None:
         assert response.status == 200 and len(response.body) < 4_000, len(response.body)
     versioned = post(endpoint, rpc("ping"), headers={"MCP-Protocol-Version": "9" * 100_000})
     assert versioned.status == 400 and len(versioned.body) < 2_000
+
+
+def test_fresh_mode_and_category_pairs_build_no_search_index(shared_upstream: SampleUpstream) -> None:
+    """A flood of new ?mode=/?categories= pairs: each variant shares the one search index (filtered at query
+    time) and the catalog tools' definitions, so it costs no index build and little memory."""
+    import itertools
+    import tracemalloc
+
+    fresh = Endpoint.from_settings(settings_for(shared_upstream))
+    categories = list(fresh.surface.catalog.categories)
+    pairs = [
+        (mode, ",".join(combo))
+        for combo in itertools.combinations(categories, 2)
+        for mode in ("progressive", "direct", "hybrid")
+    ][:150]
+    post(fresh, rpc("tools/list"))
+    tracemalloc.start()
+    try:
+        for mode, chosen in pairs:
+            response = post(fresh, rpc("tools/list"), query={"mode": mode, "categories": chosen})
+            assert response.status == 200
+            found = post(
+                fresh, rpc("tools/call", tool_call("TOOL_SEARCH", {"query": "price"})), query={"categories": chosen}
+            )
+            names = [hit["category"] for hit in result_of(found)["structuredContent"]["results"]]
+            assert set(names) <= set(chosen.split(","))  # the shared index, filtered to the URL's categories
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    variants = list(fresh._surfaces.values())
+    assert len(variants) > 1
+    assert all(v.meta.index is fresh.surface.meta.index for v in variants)
+    assert peak < 40 * 1024 * 1024, peak
