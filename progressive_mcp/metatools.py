@@ -153,12 +153,13 @@ class MetaTools:
         self._by_category: dict[str, tuple[CatalogTool, ...]] = {
             c: grouped for c in catalog.categories if (grouped := tuple(t for t in self.tools if t.category == c))
         }
+        self.index: SearchIndex
+        self._scope: frozenset[str] | None = None  # the categories to filter a shared index to
         if base is not None and (base.categories is None or (categories is not None and categories <= base.categories)):
             self.index = base.index
             self._scope = categories if base.tools != self.tools else None
         else:
             self.index = SearchIndex(self.tools)
-            self._scope = None
         self._described: dict[str, dict[str, Any]] = {}
         # readOnlyHint alone: destructiveHint is moot for read-only tools and openWorldHint defaults to true.
         self.definitions = [

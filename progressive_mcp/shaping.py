@@ -30,10 +30,13 @@ def shape_result(
     *,
     budget_tokens: int,
     when_cut: Callable[[], dict[str, Any]] | None = None,
+    out_of_time: Callable[[], bool] = lambda: False,
 ) -> dict[str, Any]:
     """The envelope for a tool result: tool, arguments used, format, data, and `truncated` when cut.
 
     `when_cut` is called only when the answer does not fit; the fields it returns join the envelope.
+    `out_of_time` says when the call's deadline has passed: the search for the largest preview that fits
+    then stops with the best one found so far (or a text excerpt), so shaping never outlives the deadline.
     """
     envelope: dict[str, Any] = {"tool": tool.name, "arguments": arguments, "format": fmt, "data": payload}
     if fits_budget(dumps(envelope), budget_tokens):
@@ -41,11 +44,17 @@ def shape_result(
     if when_cut is not None:
         envelope.update(when_cut())
     if fmt == "csv" and isinstance(payload, str):
-        return _preview_csv(tool, envelope, payload, budget_tokens)
-    return _preview_json(tool, envelope, payload, budget_tokens)
+        return _preview_csv(tool, envelope, payload, budget_tokens, out_of_time)
+    return _preview_json(tool, envelope, payload, budget_tokens, out_of_time)
 
 
-def _preview_json(tool: CatalogTool, envelope: dict[str, Any], payload: Any, budget: int) -> dict[str, Any]:
+def was_cut(envelope: dict[str, Any]) -> bool:
+    return "truncated" in envelope
+
+
+def _preview_json(
+    tool: CatalogTool, envelope: dict[str, Any], payload: Any, budget: int, out_of_time: Callable[[], bool]
+) -> dict[str, Any]:
     sizes: dict[str, int] = {}
     _measure(payload, "", sizes)
     longest = max(sizes.values(), default=0)
@@ -57,14 +66,16 @@ def _preview_json(tool: CatalogTool, envelope: dict[str, Any], payload: Any, bud
         cut_envelope["truncated"] = {"series": kept, "note": _note(tool, envelope, kept, budget)}
         return cut_envelope
 
-    best = _largest_fitting(longest, attempt, budget)
+    best = _largest_fitting(longest, attempt, budget, out_of_time)
     if best is not None:
         return best
     # Not even one entry per series fits (or there are no series): fall back to a text excerpt.
     return _text_excerpt(tool, envelope, dumps(payload), budget)
 
 
-def _preview_csv(tool: CatalogTool, envelope: dict[str, Any], text: str, budget: int) -> dict[str, Any]:
+def _preview_csv(
+    tool: CatalogTool, envelope: dict[str, Any], text: str, budget: int, out_of_time: Callable[[], bool]
+) -> dict[str, Any]:
     lines = text.splitlines()
     header, rows = lines[:1], lines[1:]
 
@@ -74,14 +85,15 @@ def _preview_csv(tool: CatalogTool, envelope: dict[str, Any], text: str, budget:
         cut_envelope["truncated"] = {"series": kept, "note": _note(tool, envelope, kept, budget)}
         return cut_envelope
 
-    best = _largest_fitting(len(rows), attempt, budget)
+    best = _largest_fitting(len(rows), attempt, budget, out_of_time)
     return best if best is not None else _text_excerpt(tool, envelope, text, budget)
 
 
-def _largest_fitting(longest: int, attempt: Any, budget: int) -> dict[str, Any] | None:
-    """Binary search for the most entries per series that still fit the budget."""
+def _largest_fitting(longest: int, attempt: Any, budget: int, out_of_time: Callable[[], bool]) -> dict[str, Any] | None:
+    """Binary search for the most entries per series that still fit the budget (the best so far, when time
+    runs out)."""
     low, high, best = 1, max(longest - 1, 1), None
-    while low <= high:
+    while low <= high and not (best is not None and out_of_time()):
         middle = (low + high) // 2
         candidate = attempt(middle)
         if fits_budget(dumps(candidate), budget):

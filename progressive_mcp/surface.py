@@ -19,7 +19,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mcp_types as types
@@ -93,6 +93,7 @@ class Surface:
         results: ResultStore | None = None,
         clock: Callable[[], float] = time.time,
         direct_models: dict[str, types.Tool] | None = None,
+        shaped: MemoryCache | None = None,
     ) -> None:
         """`cache` keeps upstream answers (None: no cache); `results` takes full answers too large to show;
         `direct_models` is the shared store of catalog tools' definitions (see `variant`)."""
@@ -109,6 +110,9 @@ class Surface:
         self.cache = cache
         self.results = results
         self._clock = clock
+        # What was sent for an answer, by cache key: a repeat is answered without shaping it again (a big answer
+        # takes long to cut to size). Small (a shaped answer fits the token budget), and shared by variants.
+        self._shaped = shaped if shaped is not None else MemoryCache(1024, max_bytes=32 * 1024 * 1024, clock=clock)
         # Surfaces that differ only in mode share one MetaTools; a narrower one shares its search index (which
         # takes ~20 ms to build), filtered at query time: a new ?mode=/?categories= pair builds no index.
         shared = meta is not None and meta.categories == categories
@@ -180,6 +184,7 @@ class Surface:
             results=self.results,
             clock=self._clock,
             direct_models=self._direct_models,
+            shaped=self._shaped,
         )
 
     @property
@@ -227,24 +232,34 @@ class Surface:
             if not ctx.api_key and ctx.missing_key_help and self.catalog.api.auth is not None:
                 raise MissingApiKey(ctx.missing_key_help)
             key = self._cache_key(tool, arguments, ctx)
+            shaped = self._shaped.get(key) if key is not None else None
+            if shaped is not None:  # this very answer was shaped before: send it again as it was
+                record.cache = "hit"
+                return _result({**shaped.payload, "cached_at": _iso(shaped.cached_at)})
             answer = self._cached(key, record) if key is not None else None
             if answer is None:
                 answer, keep = self._fetch(tool, arguments, ctx, record, deadline)
                 if key is not None and keep:
-                    self._keep(key, answer, record)
+                    keep = self._keep(key, answer, record)  # a cache that fails to keep it: no shortcut either
                 cached_at = None
             else:
-                cached_at = answer.cached_at
+                keep, cached_at = True, answer.cached_at
+            link_expiry: list[float] = []
             envelope = shape_result(
                 tool,
                 arguments,
                 answer.payload,
                 answer.format,
                 budget_tokens=self.max_result_tokens,
-                when_cut=(lambda: self._offload(tool, answer)) if self.results is not None else None,
+                when_cut=(lambda: self._offload(tool, answer, link_expiry)) if self.results is not None else None,
+                out_of_time=lambda: self.upstream.clock() > deadline,
             )
+            if key is not None and keep:
+                # Until the answer or its download link expires (a link re-made a minute early).
+                expires_at = min([answer.expires_at, *(at - 60 for at in link_expiry)])
+                self._shaped.put(key, replace(answer, payload=envelope, expires_at=expires_at))
             if cached_at is not None:
-                envelope["cached_at"] = _iso(cached_at)
+                envelope = {**envelope, "cached_at": _iso(cached_at)}
         except ToolError as exc:
             logger.info("tool call failed", extra={"tool": tool.name, "error": type(exc).__name__})
             record.error = type(exc).__name__
@@ -295,16 +310,20 @@ class Surface:
         record.cache = "hit" if answer is not None else "miss"
         return answer
 
-    def _keep(self, key: str, answer: CachedAnswer, record: CallRecord) -> None:
+    def _keep(self, key: str, answer: CachedAnswer, record: CallRecord) -> bool:
+        """Put an answer in the response cache; False when the cache failed."""
         assert self.cache is not None
         try:
             self.cache.put(key, answer)
         except Exception as exc:
             logger.warning("response cache write failed", extra={"error": type(exc).__name__})
             record.cache = "error"
+            return False
+        return True
 
-    def _offload(self, tool: CatalogTool, answer: CachedAnswer) -> dict[str, Any]:
-        """Put the full answer in the result store; the fields that tell the model where it is ({} on failure)."""
+    def _offload(self, tool: CatalogTool, answer: CachedAnswer, link_expiry: list[float]) -> dict[str, Any]:
+        """Put the full answer in the result store; the fields that tell the model where it is ({} on failure).
+        The link's expiry (epoch seconds) is added to `link_expiry`."""
         assert self.results is not None
         if answer.format == "csv" and isinstance(answer.payload, str):
             body, content_type, suffix = answer.payload.encode("utf-8"), "text/csv; charset=utf-8", "csv"
@@ -317,6 +336,7 @@ class Surface:
         except Exception as exc:  # no store: the preview alone, as on stdio
             logger.warning("large result upload failed", extra={"tool": tool.name, "error": type(exc).__name__})
             return {}
+        link_expiry.append(stored.expires_at)
         return {
             "full_result": {
                 "url": stored.url,

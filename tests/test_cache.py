@@ -77,7 +77,7 @@ def test_memory_cache_drops_the_least_recently_used_first() -> None:
 
 
 def test_memory_cache_keeps_within_its_byte_budget_and_refuses_huge_answers() -> None:
-    cache = MemoryCache(max_entries=100, max_bytes=1000)
+    cache = MemoryCache(max_entries=100, max_bytes=1000, weigh=lambda answer: answer.size)
     for name in "abcde":
         cache.put(name, answer(size=240))
     assert len(cache) == 4 and cache.get("a") is None  # 5 × 240 > 1000: the oldest went
