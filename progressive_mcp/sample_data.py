@@ -12,6 +12,7 @@ simplified versions of Ehlers' methods: their values are plausible, in the usual
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Sequence
 
@@ -706,3 +707,61 @@ def histogram(xs: Sequence[float], bins: int) -> tuple[list[int], list[float]]:
     for x in xs:
         counts[min(int((x - lo) / width), bins - 1)] += 1
     return counts, [lo + width * k for k in range(bins + 1)]
+
+
+def rolling(xs: Sequence[float], window: int, name: str, scale: float = 1.0) -> list[float]:
+    """A statistic of every `window`-long run of `xs` (value k covers xs[k:k + window]), in one pass.
+
+    `name` is MEAN, MEDIAN, CUMULATIVE_RETURN, VARIANCE or STDDEV (sample variance, times `scale` to annualise).
+    """
+    out: list[float] = []
+    if name == "MEDIAN":
+        ordered = sorted(xs[:window])
+        for k in range(len(xs) - window + 1):
+            if k:
+                del ordered[bisect.bisect_left(ordered, xs[k - 1])]
+                bisect.insort(ordered, xs[k + window - 1])
+            mid = window // 2
+            out.append(ordered[mid] if window % 2 else (ordered[mid - 1] + ordered[mid]) / 2)
+        return out
+    total = squares = logs = 0.0
+    for i, x in enumerate(xs):
+        total += x
+        squares += x * x
+        logs += math.log1p(max(x, -0.999999))
+        if i >= window:
+            old = xs[i - window]
+            total -= old
+            squares -= old * old
+            logs -= math.log1p(max(old, -0.999999))
+        if i < window - 1:
+            continue
+        if name == "MEAN":
+            out.append(total / window)
+        elif name == "CUMULATIVE_RETURN":
+            out.append(math.expm1(logs))
+        else:
+            variance = max(squares - total * total / window, 0.0) / (window - 1) * scale
+            out.append(variance if name == "VARIANCE" else math.sqrt(variance))
+    return out
+
+
+def rolling_pair(xs: Sequence[float], ys: Sequence[float], window: int, name: str) -> list[float]:
+    """COVARIANCE or CORRELATION of every `window`-long run of two equally long series, in one pass."""
+    out: list[float] = []
+    sx = sy = sxx = syy = sxy = 0.0
+    for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+        sx, sy, sxx, syy, sxy = sx + x, sy + y, sxx + x * x, syy + y * y, sxy + x * y
+        if i >= window:
+            a, b = xs[i - window], ys[i - window]
+            sx, sy, sxx, syy, sxy = sx - a, sy - b, sxx - a * a, syy - b * b, sxy - a * b
+        if i < window - 1:
+            continue
+        cov = (sxy - sx * sy / window) / (window - 1)
+        if name == "COVARIANCE":
+            out.append(cov)
+            continue
+        vx = max(sxx - sx * sx / window, 0.0) / (window - 1)
+        vy = max(syy - sy * sy / window, 0.0) / (window - 1)
+        out.append(cov / math.sqrt(vx * vy) if vx > 0 and vy > 0 else 0.0)
+    return out

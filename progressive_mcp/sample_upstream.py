@@ -59,8 +59,9 @@ field               flag                the answer to every /query request
 
 Without the faults, the API key ``ratelimited`` gets the rate-limit notice, keys starting with
 ``invalid`` get the invalid-key error, and premium functions (``PREMIUM_FUNCTIONS``) or
-``entitlement=realtime`` get the premium notice unless the key starts with ``premium`` (a premium plan). A refused connection needs no answer at all: ``refuse_connections()`` closes the
-listening socket (in process only) and ``accept_connections()`` opens it again on the same port.
+``entitlement=realtime`` get the premium notice unless the key starts with ``premium`` (a premium plan).
+A refused connection needs no answer at all: ``refuse_connections()`` closes the listening socket (in
+process only) and ``accept_connections()`` opens it again on the same port.
 """
 
 from __future__ import annotations
@@ -2378,23 +2379,22 @@ def analytics_sliding_window(p: Params, faults: Faults) -> Answer:
     if len(stamps) - 1 < window:
         raise InvalidCall("WINDOW_SIZE")
     per_year = _periods_per_year(interval)
-    ends = range(window, len(stamps))  # returns[i - window:i] end at stamps[i]
-    starts = {stamps[i]: stamps[i - window] for i in ends}
+    ends = [stamps[k + window] for k in range(len(stamps) - window)]  # run k of returns ends at stamps[k + window]
+    starts = {end: stamps[k] for k, end in enumerate(ends)}
     results: dict[str, Any] = {}
     for name, label, options in calculations:
         block: dict[str, Any] = {}
         if name in ("CORRELATION", "COVARIANCE"):
-            pair = sample_data.correlation if name == "CORRELATION" else sample_data.covariance
             running = {}
             for i, a in enumerate(symbols):
                 for b in symbols[i + 1 :]:
-                    running[f"{a}-{b}"] = {
-                        stamps[e]: pair(rets[a][e - window : e], rets[b][e - window : e]) for e in ends
-                    }
+                    values = sample_data.rolling_pair(rets[a], rets[b], window, name)
+                    running[f"{a}-{b}"] = dict(zip(ends, values, strict=True))
             block[f"RUNNING_{name}"] = running
         else:
+            scale = per_year if options.get("annualized") == "true" else 1.0
             block[f"RUNNING_{name}"] = {
-                s: {stamps[e]: _stat(name, options, rets[s][e - window : e], per_year) for e in ends} for s in symbols
+                s: dict(zip(ends, sample_data.rolling(rets[s], window, name, scale), strict=True)) for s in symbols
             }
         block["window_start"] = starts
         if options:
