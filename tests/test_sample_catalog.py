@@ -1,6 +1,13 @@
 """The sample upstream against the whole catalog, and the bytes it must never change.
 
-The pins below are sha256 digests of answers recorded from the sample upstream before it covered the whole
+Every tool of spec/alphavantage.yaml is called through the product's own path (arguments prepared by
+`prepare_arguments`, sent by `UpstreamClient`) with valid arguments built from the spec, and must answer data
+shaped like Alpha Vantage's: a "Meta Data" block and a newest-first series for series tools, the documented
+top-level fields for the others, a CSV table with a header and rows where CSV is asked for (or is the only
+format). Every answer is deterministic: the same request gives the same bytes, with cold caches and under
+another hash seed.
+
+The pins at the end are sha256 digests of answers recorded from the sample upstream before it covered the whole
 catalog (when it simulated 12 functions): those answers feed other tests and the token report, so widening
 the simulation must leave every one of them byte for byte as it was.
 
@@ -9,12 +16,537 @@ Run with: .venv/bin/python -m pytest tests/test_sample_catalog.py -q
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from progressive_mcp.sample_upstream import Faults, answer_query
+from progressive_mcp import sample_upstream
+from progressive_mcp.arguments import prepare_arguments
+from progressive_mcp.catalog import Catalog, CatalogTool
+from progressive_mcp.errors import PremiumRequired
+from progressive_mcp.sample_upstream import (
+    ANCHOR,
+    PREMIUM_FUNCTIONS,
+    SAMPLE_LABEL,
+    Faults,
+    SampleUpstream,
+    answer_query,
+)
+from progressive_mcp.upstream import UpstreamClient, UpstreamResult, _wire_value
+
+KEY = "k"
+PREMIUM_KEY = "premium-k"  # the sample upstream treats keys starting with "premium" as a premium plan
+
+# A sensible value for a parameter the spec gives no example or enum for, by name.
+SENSIBLE: dict[str, Any] = {
+    "symbol": "IBM",
+    "keywords": "micro",
+    "from_currency": "USD",
+    "to_currency": "JPY",
+    "from_symbol": "EUR",
+    "to_symbol": "USD",
+    "market": "EUR",
+    "SYMBOLS": "IBM,AAPL,MSFT",
+    "RANGE": "6month",
+    "CALCULATIONS": "MEAN,STDDEV(annualized=True),CORRELATION",
+    "WINDOW_SIZE": 20,
+    "time_period": 14,
+}
+# Optional parameters worth sending in the "typical call" variant (the spec's defaults are added anyway).
+TYPICAL: dict[str, Any] = {
+    "month": "2025-06",
+    "date": "2025-06-13",
+    "from": "2026-01-01",
+    "tickers": "AAPL",
+    "topics": "technology",
+    "time_from": "20261101T0000",
+    "limit": 10,
+    "require_greeks": True,
+    "outputsize": "compact",
+    "symbol": "IBM",  # where it is optional (EARNINGS_CALENDAR)
+}
+# Per-tool values where the parameter's meaning differs from the shared one.
+OVERRIDES: dict[tuple[str, str], Any] = {
+    ("INDEX_DATA", "symbol"): "SPX",
+    ("ANALYTICS_FIXED_WINDOW", "CALCULATIONS"): (
+        "MEAN,MEDIAN,CUMULATIVE_RETURN,VARIANCE,STDDEV(annualized=True),MAX_DRAWDOWN,HISTOGRAM(bins=5),"
+        "AUTOCORRELATION(lag=2),COVARIANCE,CORRELATION"
+    ),
+    ("ANALYTICS_SLIDING_WINDOW", "RANGE"): "2year",  # enough monthly points for a 20-point window
+}
+CHEAP_INTERVALS = ("daily", "DAILY")  # preferred when an interval is required: a 1min series is the costliest
+
+
+def param_value(tool: CatalogTool, name: str) -> Any:
+    param = tool.param(name)
+    assert param is not None
+    if (tool.name, name) in OVERRIDES:
+        return OVERRIDES[(tool.name, name)]
+    if param.examples:
+        return param.examples[0]
+    if param.enum:
+        return next((v for v in CHEAP_INTERVALS if v in param.enum), param.enum[0])
+    if name in SENSIBLE:
+        return SENSIBLE[name]
+    if param.default is not None:
+        return param.default
+    raise AssertionError(f"no valid value for {tool.name}.{name}: give it an example in the spec or one here")
+
+
+def valid_arguments(catalog: Catalog, tool: CatalogTool, *, typical: bool = False, **extra: Any) -> dict[str, Any]:
+    """Required parameters (and one of each require_any group), optionally typical optional ones too, prepared
+    by the product's own argument handling (which adds the spec's defaults)."""
+    raw = {p.name: param_value(tool, p.name) for p in tool.params if p.required}
+    for group in tool.require_any:
+        if not any(name in raw for name in group):
+            raw[group[0]] = param_value(tool, group[0])
+    if typical:
+        for p in tool.params:
+            if p.name not in raw and p.name in TYPICAL:
+                raw[p.name] = TYPICAL[p.name]
+    raw.update(extra)
+    return prepare_arguments(catalog, tool.name, raw)
+
+
+def takes_csv(tool: CatalogTool) -> bool:
+    datatype = tool.param("datatype")
+    return datatype is not None and datatype.enum is not None and "csv" in datatype.enum
+
+
+CSV_ONLY = {"LISTING_STATUS", "EARNINGS_CALENDAR", "IPO_CALENDAR"}
+# Answered JSON before the sample upstream covered the catalog, whatever the datatype, and pinned below.
+JSON_EVEN_AS_CSV = {"CURRENCY_EXCHANGE_RATE"}
+
+
+def key_for(tool: CatalogTool) -> str:
+    return PREMIUM_KEY if tool.name in PREMIUM_FUNCTIONS else KEY
+
+
+# ---- what each answer must look like -----------------------------------------------------------------------
+
+SERIES_KEYS = {
+    "TIME_SERIES_INTRADAY": "Time Series ({interval})",
+    "TIME_SERIES_DAILY": "Time Series (Daily)",
+    "TIME_SERIES_DAILY_ADJUSTED": "Time Series (Daily)",
+    "TIME_SERIES_WEEKLY": "Weekly Time Series",
+    "TIME_SERIES_WEEKLY_ADJUSTED": "Weekly Adjusted Time Series",
+    "TIME_SERIES_MONTHLY": "Monthly Time Series",
+    "TIME_SERIES_MONTHLY_ADJUSTED": "Monthly Adjusted Time Series",
+    "FX_INTRADAY": "Time Series FX ({interval})",
+    "FX_DAILY": "Time Series FX (Daily)",
+    "FX_WEEKLY": "Time Series FX (Weekly)",
+    "FX_MONTHLY": "Time Series FX (Monthly)",
+    "CRYPTO_INTRADAY": "Time Series Crypto ({interval})",
+    "DIGITAL_CURRENCY_DAILY": "Time Series (Digital Currency Daily)",
+    "DIGITAL_CURRENCY_WEEKLY": "Time Series (Digital Currency Weekly)",
+    "DIGITAL_CURRENCY_MONTHLY": "Time Series (Digital Currency Monthly)",
+}
+BAR_FIELDS = {
+    "TIME_SERIES_DAILY_ADJUSTED": [
+        "1. open", "2. high", "3. low", "4. close", "5. adjusted close", "6. volume", "7. dividend amount",
+        "8. split coefficient",
+    ],
+    "TIME_SERIES_WEEKLY_ADJUSTED": [
+        "1. open", "2. high", "3. low", "4. close", "5. adjusted close", "6. volume", "7. dividend amount",
+    ],
+    "TIME_SERIES_MONTHLY_ADJUSTED": [
+        "1. open", "2. high", "3. low", "4. close", "5. adjusted close", "6. volume", "7. dividend amount",
+    ],
+    **{name: ["1. open", "2. high", "3. low", "4. close"] for name in ("FX_INTRADAY", "FX_DAILY", "FX_WEEKLY")},
+    "FX_MONTHLY": ["1. open", "2. high", "3. low", "4. close"],
+}  # fmt: skip
+# Alpha Vantage's output names per indicator ("Technical Analysis: <key>" is the function unless given).
+INDICATOR_OUTPUTS: dict[str, tuple[str, ...]] = {
+    "MAMA": ("MAMA", "FAMA"),
+    "MACD": ("MACD", "MACD_Signal", "MACD_Hist"),
+    "MACDEXT": ("MACD", "MACD_Signal", "MACD_Hist"),
+    "STOCH": ("SlowK", "SlowD"),
+    "STOCHF": ("FastK", "FastD"),
+    "STOCHRSI": ("FastK", "FastD"),
+    "AROON": ("Aroon Down", "Aroon Up"),
+    "BBANDS": ("Real Upper Band", "Real Middle Band", "Real Lower Band"),
+    "AD": ("Chaikin A/D",),
+    "HT_SINE": ("LEAD SINE", "SINE"),
+    "HT_TRENDMODE": ("TRENDMODE",),
+    "HT_DCPERIOD": ("DCPERIOD",),
+    "HT_PHASOR": ("PHASE", "QUADRATURE"),
+}
+INDICATOR_KEYS = {"AD": "Chaikin A/D"}
+# Top-level fields of the answers that have no "Meta Data" block.
+TOP_LEVEL: dict[str, set[str]] = {
+    "GLOBAL_QUOTE": {"Global Quote"},
+    "REALTIME_BULK_QUOTES": {"endpoint", "message", "data"},
+    "REALTIME_BULK_BID_ASK_PRICES": {"endpoint", "message", "data"},
+    "SYMBOL_SEARCH": {"bestMatches"},
+    "MARKET_STATUS": {"endpoint", "markets"},
+    "REALTIME_OPTIONS": {"endpoint", "message", "data"},
+    "REALTIME_OPTIONS_FMV": {"endpoint", "message", "data"},
+    "HISTORICAL_OPTIONS": {"endpoint", "message", "data"},
+    "REALTIME_PUT_CALL_RATIO": {"endpoint", "message", "symbol", "date", "put_call_ratio", "put_volume",
+                                "call_volume", "expirations"},
+    "HISTORICAL_PUT_CALL_RATIO": {"endpoint", "message", "symbol", "date", "put_call_ratio", "put_volume",
+                                  "call_volume", "expirations"},
+    "REALTIME_VOLUME_OPEN_INTEREST_RATIO": {"endpoint", "message", "symbol", "date", "data"},
+    "HISTORICAL_VOLUME_OPEN_INTEREST_RATIO": {"endpoint", "message", "symbol", "date", "data"},
+    "NEWS_SENTIMENT": {"items", "sentiment_score_definition", "relevance_score_definition", "feed"},
+    "EARNINGS_CALL_TRANSCRIPT": {"symbol", "quarter", "transcript"},
+    "TOP_GAINERS_LOSERS": {"metadata", "last_updated", "top_gainers", "top_losers", "most_actively_traded"},
+    "INSIDER_TRANSACTIONS": {"data"},
+    "INSTITUTIONAL_HOLDINGS": {"symbol", "report_period", "institutional_ownership_percent",
+                               "total_institutional_shares", "total_holders", "holders_increased",
+                               "holders_decreased", "holders_unchanged", "net_shares_change",
+                               "net_shares_change_percent", "holders"},
+    "ANALYTICS_FIXED_WINDOW": {"meta_data", "payload"},
+    "ANALYTICS_SLIDING_WINDOW": {"meta_data", "payload"},
+    "COMPANY_LOGO": {"symbol", "name", "png", "svg", "note"},
+    "ETF_PROFILE": {"net_assets", "net_expense_ratio", "portfolio_turnover", "dividend_yield", "inception_date",
+                    "leveraged", "asset_allocation", "sectors", "holdings"},
+    "DIVIDENDS": {"symbol", "data"},
+    "SPLITS": {"symbol", "data"},
+    "INCOME_STATEMENT": {"symbol", "annualReports", "quarterlyReports"},
+    "BALANCE_SHEET": {"symbol", "annualReports", "quarterlyReports"},
+    "CASH_FLOW": {"symbol", "annualReports", "quarterlyReports"},
+    "EARNINGS": {"symbol", "annualEarnings", "quarterlyEarnings"},
+    "EARNINGS_ESTIMATES": {"symbol", "estimates"},
+    "INDEX_DATA": {"symbol", "name", "interval", "data"},
+    "INDEX_CATALOG": {"endpoint", "message", "data"},
+    "CONGRESS_TRADES": {"trades"},
+    "POLITICIAN_METADATA": {"data"},
+    "CURRENCY_EXCHANGE_RATE": {"Realtime Currency Exchange Rate"},
+    "GOLD_SILVER_SPOT": {"nominal", "timestamp", "price"},
+    "OVERVIEW": {
+        "Symbol", "AssetType", "Name", "Description", "CIK", "Exchange", "Currency", "Country", "Sector", "Industry",
+        "FiscalYearEnd", "LatestQuarter", "MarketCapitalization", "EBITDA", "PERatio", "BookValue",
+        "DividendPerShare", "DividendYield", "EPS", "ProfitMargin", "RevenueTTM", "AnalystTargetPrice", "Beta",
+        "52WeekHigh", "52WeekLow", "50DayMovingAverage", "200DayMovingAverage", "SharesOutstanding",
+        "DividendDate", "ExDividendDate",
+    },
+}  # fmt: skip
+DATA_SERIES = {"name", "interval", "unit", "data"}  # commodities, gold/silver history, the economy
+CSV_HEADERS = {
+    "LISTING_STATUS": ["symbol", "name", "exchange", "assetType", "ipoDate", "delistingDate", "status"],
+    "EARNINGS_CALENDAR": ["symbol", "name", "reportDate", "fiscalDateEnding", "estimate", "currency", "timeOfTheDay"],
+    "IPO_CALENDAR": ["symbol", "name", "ipoDate", "priceRangeLow", "priceRangeHigh", "currency", "exchange"],
+    "DIVIDENDS": ["ex_dividend_date", "declaration_date", "record_date", "payment_date", "amount"],
+    "SPLITS": ["effective_date", "split_factor"],
+    "TIME_SERIES_DAILY_ADJUSTED": [
+        "timestamp", "open", "high", "low", "close", "adjusted_close", "volume", "dividend_amount",
+        "split_coefficient",
+    ],
+}  # fmt: skip
+
+
+def is_indicator(catalog: Catalog, name: str) -> bool:
+    return catalog.get(name).category == "technicals"
+
+
+def check_json(catalog: Catalog, tool: CatalogTool, arguments: dict[str, Any], payload: Any) -> None:
+    name = tool.name
+    assert isinstance(payload, dict) and payload, name
+    assert not {"Error Message", "Information", "Note"} & set(payload), (name, payload)
+    if "Meta Data" in payload:
+        (series_key,) = set(payload) - {"Meta Data"}
+        meta = payload["Meta Data"]
+        assert SAMPLE_LABEL in meta["1. Information"], name
+        if is_indicator(catalog, name):
+            assert series_key == f"Technical Analysis: {INDICATOR_KEYS.get(name, name)}", name
+            assert meta["2: Indicator"].endswith(f"({name})") or name in ("AD", "ROC", "ROCR"), meta
+            outputs = INDICATOR_OUTPUTS.get(name, (name,))
+        else:
+            expected = SERIES_KEYS[name].format(interval=arguments.get("interval"))
+            assert series_key == expected, (name, series_key)
+            outputs = tuple(BAR_FIELDS.get(name, ["1. open", "2. high", "3. low", "4. close"]))
+        series = payload[series_key]
+        assert isinstance(series, dict) and series, name
+        stamps = list(series)
+        assert stamps == sorted(stamps, reverse=True), f"{name}: not newest first"
+        assert stamps[0][:10] <= ANCHOR.isoformat(), name
+        for row in list(series.values())[:50]:
+            assert tuple(row)[: len(outputs)] == outputs, (name, row)
+            assert all(isinstance(v, str) and float(v) == float(v) for v in row.values()), (name, row)
+        return
+    if name in TOP_LEVEL:
+        assert set(payload) == TOP_LEVEL[name], (name, sorted(payload))
+    else:
+        assert set(payload) == DATA_SERIES, (name, sorted(payload))
+        assert SAMPLE_LABEL in payload["name"], name
+        dates = [point["date"] for point in payload["data"]]
+        assert dates and dates == sorted(dates, reverse=True), name
+        assert all(float(point["value"]) > -10 for point in payload["data"]), name
+    # no list or object at the top level is empty: the answer carries data
+    for key, value in payload.items():
+        if isinstance(value, list | dict) and key not in ("expirations",):
+            assert value, (name, key)
+
+
+def check_csv(tool: CatalogTool, text: str) -> None:
+    rows = list(csv.reader(io.StringIO(text)))
+    assert len(rows) >= 2, (tool.name, text[:200])
+    header = rows[0]
+    assert all(header) and len(set(header)) == len(header), (tool.name, header)
+    assert all(len(row) == len(header) for row in rows), tool.name
+    if tool.name in CSV_HEADERS:
+        assert header == CSV_HEADERS[tool.name], (tool.name, header)
+    if header[0] in ("timestamp", "time"):
+        stamps = [row[0] for row in rows[1:]]
+        assert stamps == sorted(stamps, reverse=True), f"{tool.name}: not newest first"
+
+
+# ---- fixtures ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return Catalog.load()
+
+
+@pytest.fixture(scope="module")
+def sample() -> Iterator[SampleUpstream]:
+    with SampleUpstream(port=0) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def client(catalog: Catalog, sample: SampleUpstream) -> UpstreamClient:
+    return UpstreamClient(catalog.api, base_url=sample.url, retries=0)
+
+
+TIMINGS: dict[str, float] = {}
+
+
+def call(client: UpstreamClient, tool: CatalogTool, arguments: dict[str, Any], key: str = KEY) -> UpstreamResult:
+    started = time.perf_counter()
+    result = client.call(tool, arguments, api_key=key)
+    TIMINGS[f"{tool.name} {arguments}"] = time.perf_counter() - started
+    return result
+
+
+def all_tools() -> list[str]:
+    return [tool.name for tool in Catalog.load().tools]
+
+
+# ---- every tool answers --------------------------------------------------------------------------------
+
+
+def test_the_catalog_is_what_the_sample_upstream_simulates(catalog: Catalog) -> None:
+    assert len(catalog.tools) == 128
+    assert {t.name for t in catalog.tools} == set(sample_upstream.FUNCTIONS)
+    assert not hasattr(sample_upstream, "UNSIMULATED_FUNCTIONS")
+
+
+@pytest.mark.parametrize("name", all_tools())
+def test_every_tool_answers_data_with_valid_arguments(catalog: Catalog, client: UpstreamClient, name: str) -> None:
+    tool = catalog.get(name)
+    arguments = valid_arguments(catalog, tool)
+    result = call(client, tool, arguments, key_for(tool))
+    if name in CSV_ONLY:
+        assert result.format == "csv"
+        check_csv(tool, result.payload)
+    else:
+        assert result.format == "json", name
+        check_json(catalog, tool, arguments, result.payload)
+
+
+@pytest.mark.parametrize("name", all_tools())
+def test_every_tool_answers_a_typical_call_and_csv_where_offered(
+    catalog: Catalog, client: UpstreamClient, name: str
+) -> None:
+    tool = catalog.get(name)
+    arguments = valid_arguments(catalog, tool, typical=True)
+    result = call(client, tool, arguments, key_for(tool))
+    if name in CSV_ONLY:
+        check_csv(tool, result.payload)
+    else:
+        check_json(catalog, tool, arguments, result.payload)
+    if takes_csv(tool) and name not in JSON_EVEN_AS_CSV:
+        as_csv = call(client, tool, {**arguments, "datatype": "csv"}, key_for(tool))
+        assert as_csv.format == "csv", name
+        check_csv(tool, as_csv.payload)
+
+
+# Indicators share one interval enum: all of its values are swept on indicators of each kind of input (a price
+# series, high/low/close, volume, extra parameters, the Hilbert family, intraday only); the other indicators get
+# every other enum value (series types, MA types) on a cheap interval.
+INTERVAL_SWEEP = {"SMA", "EMA", "ADX", "STOCH", "MACD", "BBANDS", "OBV", "HT_SINE", "VWAP", "SAR"}
+
+
+def enum_cases() -> list[tuple[str, str, Any]]:
+    cases = []
+    for tool in Catalog.load().tools:
+        for p in tool.params:
+            if not p.enum or p.name in ("datatype", "entitlement"):
+                continue
+            if tool.category == "technicals" and p.name == "interval" and tool.name not in INTERVAL_SWEEP:
+                continue
+            cases += [(tool.name, p.name, value) for value in p.enum]
+    return cases
+
+
+def test_every_enum_value_of_every_tool_answers(catalog: Catalog) -> None:
+    """Each allowed value of each enum parameter (intervals, series types, MA types, maturities ...) answers data;
+    in process, to keep the sweep fast."""
+    failures = []
+    for name, param, value in enum_cases():
+        tool = catalog.get(name)
+        cheap = {"interval": "60min" if name == "VWAP" else "monthly"} if tool.category == "technicals" else {}
+        arguments = valid_arguments(catalog, tool, **{**cheap, param: value})
+        query = {"function": name, "apikey": key_for(tool), **{k: _wire_value(v) for k, v in arguments.items()}}
+        reply = answer_query(query, Faults())
+        body = reply.body.decode()
+        if reply.content_type == "text/csv":
+            ok = len(body.splitlines()) >= 2
+        else:
+            payload = json.loads(body)
+            ok = bool(payload) and not {"Error Message", "Information", "Note"} & set(payload)
+        if not ok:
+            failures.append((name, param, value, body[:200]))
+    assert failures == []
+
+
+def test_premium_functions_need_a_premium_key(catalog: Catalog, client: UpstreamClient) -> None:
+    for name in sorted(PREMIUM_FUNCTIONS):
+        tool = catalog.get(name)
+        with pytest.raises(PremiumRequired):
+            client.call(tool, valid_arguments(catalog, tool), api_key=KEY)
+        assert client.call(tool, valid_arguments(catalog, tool), api_key=PREMIUM_KEY).payload
+
+
+# ---- specific shapes ----------------------------------------------------------------------------------
+
+
+def test_indicator_outputs_and_meta_data(catalog: Catalog) -> None:
+    query = {"apikey": KEY, "symbol": "IBM", "interval": "daily", "time_period": "20", "series_type": "close"}
+    macd = json.loads(answer_query({**query, "function": "MACD"}, Faults()).body)
+    assert list(macd["Meta Data"])[5:] == [
+        "5.1: Fast Period", "5.2: Slow Period", "5.3: Signal Period", "6: Series Type", "7: Time Zone",
+    ]  # fmt: skip
+    newest = macd["Technical Analysis: MACD"][ANCHOR.isoformat()]
+    assert float(newest["MACD_Hist"]) == pytest.approx(float(newest["MACD"]) - float(newest["MACD_Signal"]), abs=2e-4)
+    bands = json.loads(answer_query({**query, "function": "BBANDS"}, Faults()).body)["Technical Analysis: BBANDS"]
+    for row in bands.values():
+        upper, middle, lower = (float(row[k]) for k in ("Real Upper Band", "Real Middle Band", "Real Lower Band"))
+        assert lower <= middle <= upper
+    for name, lo, hi in (("RSI", 0, 100), ("STOCH", 0, 100), ("WILLR", -100, 0), ("MFI", 0, 100), ("ADX", 0, 100),
+                         ("AROON", 0, 100), ("ULTOSC", 0, 100), ("CMO", -100, 100), ("HT_SINE", -1, 1)):  # fmt: skip
+        values = json.loads(answer_query({**query, "function": name}, Faults()).body)
+        (table,) = (v for k, v in values.items() if k != "Meta Data")
+        assert all(lo <= float(x) <= hi for row in table.values() for x in row.values()), name
+    vwap = json.loads(answer_query({**query, "function": "VWAP", "interval": "15min"}, Faults()).body)
+    assert next(iter(vwap["Technical Analysis: VWAP"])).startswith(ANCHOR.isoformat())
+
+
+def test_fundamentals_agree_with_the_overview() -> None:
+    def get(**params: str) -> Any:
+        return json.loads(answer_query({"apikey": KEY, **params}, Faults()).body)
+
+    overview = get(function="OVERVIEW", symbol="MSFT")
+    income = get(function="INCOME_STATEMENT", symbol="MSFT")
+    ttm = sum(int(q["totalRevenue"]) for q in income["quarterlyReports"][:4])
+    assert abs(ttm - int(overview["RevenueTTM"])) <= 4
+    earnings = get(function="EARNINGS", symbol="MSFT")
+    eps = sum(float(q["reportedEPS"]) for q in earnings["quarterlyEarnings"][:4])
+    assert eps == pytest.approx(float(overview["EPS"]), rel=0.02)
+    dividends = get(function="DIVIDENDS", symbol="MSFT")["data"]
+    assert dividends[0]["ex_dividend_date"] == overview["ExDividendDate"]
+    assert dividends[0]["payment_date"] == overview["DividendDate"]
+    sheet = get(function="BALANCE_SHEET", symbol="MSFT")["quarterlyReports"][0]
+    assert int(sheet["totalAssets"]) == pytest.approx(
+        int(sheet["totalCurrentAssets"]) + int(sheet["totalNonCurrentAssets"]), abs=2
+    )
+    assert int(sheet["totalAssets"]) == pytest.approx(
+        int(sheet["totalLiabilities"]) + int(sheet["totalShareholderEquity"]), abs=2
+    )
+    assert get(function="INCOME_STATEMENT", symbol="NOPE") == {}
+    spy = get(function="ETF_PROFILE", symbol="SPY")
+    assert sum(float(h["weight"]) for h in spy["holdings"]) == pytest.approx(0.97, abs=0.01)
+    assert {"AAPL", "MSFT", "NVDA"} <= {h["symbol"] for h in spy["holdings"]}
+
+
+def test_unknown_symbols_get_what_alpha_vantage_gives_them() -> None:
+    def get(**params: str) -> Any:
+        return json.loads(answer_query({"apikey": KEY, **params}, Faults()).body)
+
+    invalid = "Invalid API call"
+    for function in ("TIME_SERIES_DAILY_ADJUSTED", "TIME_SERIES_WEEKLY_ADJUSTED", "EMA", "MACD"):
+        answer = get(function=function, symbol="NOPE", interval="daily", time_period="10", series_type="close",
+                     apikey=PREMIUM_KEY)  # fmt: skip
+        assert answer["Error Message"].startswith(invalid), function
+    for function in ("INCOME_STATEMENT", "EARNINGS", "COMPANY_LOGO", "ETF_PROFILE", "INSIDER_TRANSACTIONS"):
+        assert get(function=function, symbol="NOPE") == {}, function
+    assert get(function="FX_DAILY", from_symbol="EUR", to_symbol="XYZ")["Error Message"].startswith(invalid)
+    assert get(function="CONGRESS_TRADES", symbol="NOPE") == {"trades": []}
+
+
+# ---- determinism ------------------------------------------------------------------------------------------
+
+
+def all_queries(catalog: Catalog) -> list[dict[str, str]]:
+    """One call per tool (valid arguments), and its CSV form where the tool offers one. Indicators use the
+    weekly interval (60min for VWAP): the same arithmetic as daily, on a fifth of the points."""
+    queries = []
+    for tool in catalog.tools:
+        cheap = {"interval": "60min" if tool.name == "VWAP" else "weekly"} if tool.category == "technicals" else {}
+        arguments = valid_arguments(catalog, tool, **cheap)
+        query = {"function": tool.name, "apikey": key_for(tool), **{k: _wire_value(v) for k, v in arguments.items()}}
+        queries.append(query)
+        if takes_csv(tool):
+            queries.append({**query, "datatype": "csv"})
+    return queries
+
+
+def digests(queries: list[dict[str, str]]) -> list[str]:
+    return [hashlib.sha256(answer_query(q, Faults()).body).hexdigest() for q in queries]
+
+
+HTTP_DIGESTS: list[str] = []  # what test_same_request_same_bytes_for_every_tool received, for the next test
+
+
+def test_same_request_same_bytes_for_every_tool(catalog: Catalog, sample: SampleUpstream) -> None:
+    for query in all_queries(catalog):  # the bytes a client receives, twice
+        url = sample.url + "?" + urllib.parse.urlencode(query)
+        with urllib.request.urlopen(url, timeout=10) as one, urllib.request.urlopen(url, timeout=10) as two:
+            first = one.read()
+            assert two.read() == first, query["function"]
+        HTTP_DIGESTS.append(hashlib.sha256(first).hexdigest())
+
+
+def test_same_bytes_from_a_cold_process_with_another_hash_seed(catalog: Catalog) -> None:
+    """No answer depends on warm caches or on str hashing (set order, hash()): a fresh process agrees."""
+    queries = all_queries(catalog)
+    script = (
+        "import json, sys\n"
+        "from tests.test_sample_catalog import digests\n"
+        "print(json.dumps(digests(json.load(sys.stdin))))\n"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run(
+        [sys.executable, "-c", script], input=json.dumps(queries), capture_output=True, text=True, env=env,
+        timeout=120, cwd=root, check=True,
+    )  # fmt: skip
+    assert json.loads(done.stdout) == (HTTP_DIGESTS or digests(queries))
+
+
+def test_calls_are_fast() -> None:
+    """Recorded by the tests above (through HTTP, the client included); generous, the machine is shared."""
+    if not TIMINGS:
+        pytest.skip("the timings come from the calls of the tests above")
+    slowest = max(TIMINGS.items(), key=lambda kv: kv[1])
+    assert slowest[1] < 1.0, slowest
+
+
+# ---- the previously simulated answers, byte for byte ---------------------------------------------------------
 
 # (faults, query parameters, sha256 of "<status> <content type>\n" + body); the key is "k" unless given
 PINNED: list[tuple[dict[str, Any], dict[str, str], str]] = [
