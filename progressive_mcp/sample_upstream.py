@@ -73,6 +73,7 @@ import dataclasses
 import datetime as dt
 import http
 import io
+import itertools
 import json
 import math
 import random
@@ -2635,6 +2636,22 @@ INDICES: dict[str, tuple[str, float, float]] = {
 }
 
 
+@lru_cache(maxsize=4)
+def _mean_reverting_bars(
+    seed: str, last: float, mean: float, vol: float, pull: float, lo: float, hi: float
+) -> tuple[Bar, ...]:
+    """FULL_TRADING_DAYS daily bars, newest first, whose closes follow a mean-reverting level."""
+    path = _level_path(seed, last, mean, vol, pull, lo, hi)[-FULL_TRADING_DAYS - 1 :]
+    rng = _seeded("bars", seed)
+    bars = []
+    for (_, before), (day, close) in itertools.pairwise(path):
+        open_ = before * math.exp(rng.gauss(0.0, vol * 0.3))
+        high = max(open_, close) * math.exp(abs(rng.gauss(0.0, vol * 0.5)))
+        low = min(open_, close) / math.exp(abs(rng.gauss(0.0, vol * 0.5)))
+        bars.append(Bar(day.isoformat(), open_, high, low, close, 0))
+    return tuple(bars[::-1])
+
+
 def index_catalog(p: Params, faults: Faults) -> Answer:
     rows = [[code, name] for code, (name, _, _) in INDICES.items()]
     payload = {
@@ -2651,7 +2668,10 @@ def index_data(p: Params, faults: Faults) -> Answer:
     if code not in INDICES:
         raise InvalidCall("symbol")
     name, level, vol = INDICES[code]
-    daily = _walk_bars(f"index|{code}", FULL_TRADING_DAYS, level, vol, 0)
+    if code == "VIX":  # a volatility index mean-reverts instead of wandering off
+        daily = _mean_reverting_bars(f"index|{code}", level, 19.0, vol, 0.03, 9.0, 85.0)
+    else:
+        daily = _walk_bars(f"index|{code}", FULL_TRADING_DAYS, level, vol, 0)
     if interval == "weekly":
         bars: list[Bar] | tuple[Bar, ...] = _aggregate(daily, lambda d: d.isocalendar()[:2])
     elif interval == "monthly":
@@ -2782,7 +2802,7 @@ def _usd_path(code: str) -> tuple[Bar, ...]:
 
 
 @lru_cache(maxsize=16)
-def fx_daily_bars(from_code: str, to_code: str) -> tuple[Bar, ...]:
+def _fx_daily_bars(from_code: str, to_code: str) -> tuple[Bar, ...]:
     """Daily bars of a pair, newest first: the ratio of the two currencies' USD paths, so pairs agree."""
     out = []
     for f, t in zip(_usd_path(from_code), _usd_path(to_code), strict=True):
@@ -2819,7 +2839,7 @@ def fx_intraday(p: Params, faults: Faults) -> Answer:
     interval = p.require("interval", tuple(INTRADAY_INTERVALS))
     size = _output_size(p)
     minutes = INTRADAY_INTERVALS[interval]
-    days = fx_daily_bars(from_code, to_code)[:INTRADAY_FULL_DAYS]
+    days = _fx_daily_bars(from_code, to_code)[:INTRADAY_FULL_DAYS]
     limit = COMPACT_POINTS if size == "compact" else INTRADAY_FULL_DAYS * 24 * 60 // minutes
     bars = _intraday_24h_bars(f"fx|{from_code}|{to_code}", days, minutes, FX_VOL, limit)
     meta = {
@@ -2837,7 +2857,7 @@ def fx_intraday(p: Params, faults: Faults) -> Answer:
 def fx_daily(p: Params, faults: Faults) -> Answer:
     from_code, to_code = _fx_pair(p)
     size = _output_size(p)
-    bars = fx_daily_bars(from_code, to_code)[: FULL_TRADING_DAYS if size == "full" else COMPACT_POINTS]
+    bars = _fx_daily_bars(from_code, to_code)[: FULL_TRADING_DAYS if size == "full" else COMPACT_POINTS]
     meta = {
         "1. Information": _info("Forex Daily Prices (open, high, low, close)"),
         "2. From Symbol": from_code,
@@ -2851,7 +2871,7 @@ def fx_daily(p: Params, faults: Faults) -> Answer:
 
 def _fx_periodic(p: Params, label: str, period: Callable[[dt.date], object]) -> Answer:
     from_code, to_code = _fx_pair(p)
-    bars = _aggregate(fx_daily_bars(from_code, to_code), period)
+    bars = _aggregate(_fx_daily_bars(from_code, to_code), period)
     meta = {
         "1. Information": _info(f"Forex {label} Prices (open, high, low, close)"),
         "2. From Symbol": from_code,
