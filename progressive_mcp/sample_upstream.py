@@ -32,6 +32,9 @@ Alpha Vantage offers it, in CSV (LISTING_STATUS, EARNINGS_CALENDAR and IPO_CALEN
   indicators, index levels and the index catalog, congressional trades and a politician roster;
 - all technical indicators, computed on the walk (textbook formulas; MAMA and the HT_* family simplified).
 
+Three real functions outside the catalog answer too: SHARES_OUTSTANDING, and PUT_CALL_RATIO and
+VOLUME_OPEN_INTEREST_RATIO (older names of the REALTIME_ ones). Any other name gets "does not exist".
+
 The universe is small: the stocks and funds in ``COMPANIES`` (IBM, AAPL, MSFT, NVDA, TSLA, SPY; QQQ too for
 ETF_PROFILE), the currencies in ``CURRENCIES``, the indices in ``INDICES``. An unknown ticker gets what Alpha
 Vantage gives it: an "Invalid API call" error for series, an empty answer for profiles and statements. People,
@@ -1915,6 +1918,17 @@ def earnings(p: Params, faults: Faults) -> Answer:
     return Answer({"symbol": company.symbol, "annualEarnings": annual, "quarterlyEarnings": quarterly})
 
 
+def shares_outstanding(p: Params, faults: Faults) -> Answer:
+    """Not in the bundled catalog, but a real Alpha Vantage function (and the brief for this fake names it)."""
+    header = ["date", "shares_outstanding_diluted", "shares_outstanding_basic"]
+    company = _company_or_none(p)
+    if company is None or company.asset_type != "Common Stock":
+        return Answer({}, [header])
+    rows = [[q.end.isoformat(), _usd(q.shares * 1.006), _usd(q.shares)] for q in _books(company.symbol)]
+    payload = {"symbol": company.symbol, "status": "success", "data": [dict(zip(header, r, strict=True)) for r in rows]}
+    return Answer(payload, [header, *rows])
+
+
 def _future_quarters(symbol: str, count: int) -> list[tuple[dt.date, int, int, dt.date]]:
     """The next `count` fiscal quarters after the latest reported one: (end, fiscal year, quarter, report day)."""
     latest = _books(symbol)[0]
@@ -3757,6 +3771,10 @@ FUNCTIONS: dict[str, Handler] = {
     "TREASURY_YIELD": treasury_yield,
     # technical indicators
     **dict.fromkeys(INDICATORS, technical_indicator),
+    # real functions outside the bundled catalog, once listed here as unsimulated
+    "SHARES_OUTSTANDING": shares_outstanding,
+    "PUT_CALL_RATIO": realtime_put_call_ratio,  # an older name of REALTIME_PUT_CALL_RATIO
+    "VOLUME_OPEN_INTEREST_RATIO": realtime_volume_open_interest_ratio,  # likewise
 }
 
 

@@ -341,7 +341,8 @@ def all_tools() -> list[str]:
 
 def test_the_catalog_is_what_the_sample_upstream_simulates(catalog: Catalog) -> None:
     assert len(catalog.tools) == 128
-    assert {t.name for t in catalog.tools} == set(sample_upstream.FUNCTIONS)
+    extras = {"SHARES_OUTSTANDING", "PUT_CALL_RATIO", "VOLUME_OPEN_INTEREST_RATIO"}  # real, outside the catalog
+    assert {t.name for t in catalog.tools} == set(sample_upstream.FUNCTIONS) - extras
     assert not hasattr(sample_upstream, "UNSIMULATED_FUNCTIONS")
 
 
@@ -471,6 +472,18 @@ def test_fundamentals_agree_with_the_overview() -> None:
     spy = get(function="ETF_PROFILE", symbol="SPY")
     assert sum(float(h["weight"]) for h in spy["holdings"]) == pytest.approx(0.97, abs=0.01)
     assert {"AAPL", "MSFT", "NVDA"} <= {h["symbol"] for h in spy["holdings"]}
+
+
+def test_functions_outside_the_catalog_that_used_to_be_listed_as_unsimulated() -> None:
+    def get(**params: str) -> Any:
+        return json.loads(answer_query({"apikey": KEY, **params}, Faults()).body)
+
+    shares = get(function="SHARES_OUTSTANDING", symbol="AAPL")
+    assert shares["symbol"] == "AAPL" and shares["data"][0]["shares_outstanding_basic"]
+    overview = get(function="OVERVIEW", symbol="AAPL")
+    assert int(shares["data"][0]["shares_outstanding_basic"]) == int(overview["SharesOutstanding"])
+    assert get(function="PUT_CALL_RATIO", symbol="IBM")["endpoint"] == "Realtime Put Call Ratio"
+    assert get(function="VOLUME_OPEN_INTEREST_RATIO", symbol="IBM")["data"]
 
 
 def test_unknown_symbols_get_what_alpha_vantage_gives_them() -> None:
