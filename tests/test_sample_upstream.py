@@ -362,12 +362,13 @@ def test_unknown_symbol_answers_like_the_real_api(upstream: SampleUpstream) -> N
     assert call(upstream, function="OVERVIEW", symbol="NOPE") == {}
 
 
-def test_unknown_and_unsimulated_functions(upstream: SampleUpstream) -> None:
+def test_unknown_functions(upstream: SampleUpstream) -> None:
     assert call(upstream, function="NOT_A_FUNCTION") == {
         "Error Message": "This API function (NOT_A_FUNCTION) does not exist."
     }
-    notice = call(upstream, function="NEWS_SENTIMENT", tickers="IBM")
-    assert notice == {"Information": "The sample upstream has no data for NEWS_SENTIMENT (synthetic offline server)."}
+    # every catalog function is simulated now (tests/test_sample_catalog.py covers them all)
+    news = call(upstream, function="NEWS_SENTIMENT", tickers="IBM")
+    assert news["feed"] and all(SAMPLE_LABEL in article["summary"] for article in news["feed"])
 
 
 def test_premium(upstream: SampleUpstream) -> None:
@@ -376,6 +377,16 @@ def test_premium(upstream: SampleUpstream) -> None:
     assert call(upstream, function="REALTIME_BULK_QUOTES", symbol="IBM,AAPL") == premium
     assert call(upstream, function="GLOBAL_QUOTE", symbol="IBM", entitlement="realtime") == premium
     assert "Global Quote" in call(upstream, function="GLOBAL_QUOTE", symbol="IBM", entitlement="delayed")
+
+
+def test_a_premium_key_unlocks_premium_functions(upstream: SampleUpstream) -> None:
+    adjusted = call(upstream, function="TIME_SERIES_DAILY_ADJUSTED", symbol="IBM", apikey="premium-demo")
+    assert SAMPLE_LABEL in adjusted["Meta Data"]["1. Information"]
+    assert "5. adjusted close" in adjusted["Time Series (Daily)"][ANCHOR.isoformat()]
+    bulk = call(upstream, function="REALTIME_BULK_QUOTES", symbol="IBM,AAPL", apikey="premium-demo")
+    assert [row["symbol"] for row in bulk["data"]] == ["IBM", "AAPL"]
+    realtime = call(upstream, function="GLOBAL_QUOTE", symbol="IBM", entitlement="realtime", apikey="premium-demo")
+    assert realtime == call(upstream, function="GLOBAL_QUOTE", symbol="IBM")
 
 
 def test_rate_limited_key_is_echoed(upstream: SampleUpstream) -> None:
