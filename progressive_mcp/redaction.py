@@ -80,11 +80,16 @@ class _Finder:
     """Looks for one secret in texts; the forms are worked out once."""
 
     def __init__(self, secret: str) -> None:
+        # A short key is only looked for as a whole token, as it is masked (see `_mask`): "demo" in
+        # "demonstration" is no echo of the key "demo".
+        self.glued = len(secret) >= GLUED_KEY_CHARS
         self.lowered = secret.lower()
-        self.pattern = _key_pattern(secret, glued=True)
+        self.pattern = _key_pattern(secret, glued=self.glued)
         self.base64 = _base64_forms(secret)
 
     def found_in(self, text: str) -> bool:
+        if not self.glued:
+            return self.pattern.search(text) is not None or any(form in text for form in self.base64)
         if self.lowered in text.lower():
             return True
         # Every encoded form needs one of these characters; most answers (numbers, dates, words) have none.
