@@ -1,5 +1,7 @@
 # Every target bootstraps .venv from pyproject.toml on first use (and refreshes it when pyproject changes):
-# `demo` needs the package alone; everything else also the dev, aws and infra extras.
+# `demo` needs the package alone; everything else also the dev, aws and infra extras. A .pth file puts the
+# clone on the venv's sys.path, so `python -m stdio_server` and `serve`'s lambda_fn/ work from any directory,
+# as desktop clients start them (the wheel itself installs progressive_mcp alone).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -14,6 +16,7 @@ $(BASE_STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	@$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	@$(PY) -c "import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()['purelib'], 'progressive_mcp_clone.pth').write_text(str(pathlib.Path.cwd()) + '\n')"
 	@touch $(BASE_STAMP)
 
 $(STAMP): $(BASE_STAMP)

@@ -66,6 +66,10 @@ def _stdio(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    # The Lambda handler (lambda_fn/) sits beside the package in a source checkout; it is not installed.
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "lambda_fn" / "handler.py").is_file() and str(checkout) not in sys.path:
+        sys.path.insert(0, str(checkout))
     try:
         from lambda_fn.local import run
     except ModuleNotFoundError as exc:

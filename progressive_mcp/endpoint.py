@@ -340,7 +340,12 @@ class Endpoint:
             key = headers.get("x-api-key", "").strip() or bearer or request.query.get("apikey", "").strip() or None
             problem = key_problem(key) if key else None
             if problem:
-                raise _Reject(401, INVALID_REQUEST, f"The API key sent with this request {problem}; send your real key")
+                raise _Reject(
+                    401,
+                    INVALID_REQUEST,
+                    f"The API key sent with this request {problem}; send your real key",
+                    headers={"WWW-Authenticate": f'Bearer realm="{SERVER_NAME}", error="invalid_token"'},
+                )
             return key
         challenge = f'Bearer realm="{SERVER_NAME}"'
         if bearer is None:

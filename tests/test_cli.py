@@ -134,3 +134,12 @@ def test_sample_upstream_command_takes_its_own_flags() -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_stdio_server_and_serve_start_from_any_directory(tmp_path: Path) -> None:
+    """Desktop clients start `.venv/bin/python -m stdio_server` (or `progressive-mcp serve`) from anywhere: the
+    make-built venv puts the clone on sys.path, so the checkout-only entry points still resolve."""
+    for argv in ([sys.executable, "-m", "stdio_server", "--help"], [*command(), "serve", "--help"]):
+        run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.startswith("usage: ")
