@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from progressive_mcp.errors import UnknownTool
-from progressive_mcp.spec import ApiSpec, ResolvedParam, Spec, ToolSpec, load_spec, resolve_params
+from progressive_mcp.spec import ApiSpec, ResolvedParam, Spec, ToolSpec, load_spec, resolve_params, used_outputs
 
 TOOL_ANNOTATIONS: Mapping[str, bool] = MappingProxyType(
     {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": True}
@@ -57,6 +57,8 @@ class CatalogTool:
     premium: bool
     content_hash: str
     require_any: tuple[tuple[str, ...], ...] = ()
+    # JSON Schema 2020-12 of the data a JSON answer holds (shared parts under $defs), or None if the spec has none.
+    output_schema: Mapping[str, Any] | None = None
 
     def definition(self) -> dict[str, Any]:
         """The MCP tool definition (wire shape, camelCase) as plain JSON data."""
@@ -240,7 +242,37 @@ def _build_tool(spec: Spec, tool: ToolSpec) -> CatalogTool:
         premium=tool.premium,
         content_hash=content_hash(tool.name, description, schema),
         require_any=tuple(tuple(group) for group in tool.require_any),
+        output_schema=_freeze(output_schema(spec, tool.output)) if tool.output is not None else None,
     )
+
+
+def output_schema(spec: Spec, output: dict[str, Any]) -> dict[str, Any]:
+    """A tool's output description as plain JSON Schema: each `{use: name}` becomes a `$ref` to `$defs/name`,
+    with every shared output it needs (directly or through others) under `$defs`."""
+    needed: dict[str, dict[str, Any]] = {}
+    frontier = used_outputs(output)
+    while frontier:
+        name = frontier.pop()
+        if name not in needed:
+            needed[name] = _with_refs(spec.shared_outputs[name])
+            frontier |= used_outputs(spec.shared_outputs[name]) - set(needed)
+    schema = _with_refs(output)
+    if needed:
+        schema["$defs"] = {name: needed[name] for name in sorted(needed)}
+    return schema
+
+
+def _with_refs(node: Any) -> Any:
+    """A copy of an output description with `use` written as JSON Schema's `$ref` (enum values kept as they are)."""
+    if isinstance(node, dict):
+        if "use" in node:
+            ref: dict[str, Any] = {"$ref": f"#/$defs/{node['use']}"}
+            ref.update({k: v for k, v in node.items() if k in ("description", "title")})
+            return ref
+        return {k: (v if k == "enum" else _with_refs(v)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_with_refs(v) for v in node]
+    return node
 
 
 def input_schema(params: tuple[ResolvedParam, ...], require_any: list[list[str]]) -> dict[str, Any]:

@@ -34,6 +34,13 @@ MAX_PARAMS = 64  # what one call may pass (progressive_mcp.arguments.MAX_ARGUMEN
 MAX_DESCRIPTION = 4_000
 MAX_SHORT_TEXT = 200
 MAX_LIST = 1_000
+OUTPUT_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
+# The JSON Schema keywords an output description may use: enough to describe API answers precisely, few enough
+# that each maps to a Python type (code mode's stubs). `use` names a shared output.
+OUTPUT_KEYWORDS = frozenset(
+    {"type", "properties", "required", "additionalProperties", "items", "enum", "anyOf", "description", "title", "use"}
+)
+OUTPUT_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 PARAM_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
 
@@ -145,6 +152,11 @@ class ToolSpec(_Model):
     )
     cache_ttl_s: int | None = Field(None, ge=0, description="How long an answer stays fresh, in seconds.")
     premium: bool = Field(False, description="Needs a paid upstream plan.")
+    output: dict[str, Any] | None = Field(
+        None,
+        description="JSON Schema of the data a call returns (JSON answers), or {use: <a shared_outputs name>}; "
+        "the subset of keywords in OUTPUT_KEYWORDS. Code mode's typed stubs are made from it.",
+    )
 
 
 class Spec(_Model):
@@ -157,6 +169,11 @@ class Spec(_Model):
     ] = Field(max_length=MAX_LIST)
     shared_params: dict[Annotated[str, Field(pattern=PARAM_NAME_PATTERN)], ParamSpec] = Field(
         default_factory=dict, max_length=MAX_LIST
+    )
+    shared_outputs: dict[Annotated[str, Field(pattern=OUTPUT_NAME_PATTERN)], dict[str, Any]] = Field(
+        default_factory=dict,
+        max_length=MAX_LIST,
+        description="Output schemas (or parts of them) that tools' `output` reuse with {use: name}.",
     )
     tools: list[ToolSpec] = Field(
         min_length=1, max_length=MAX_TOOLS, description="The operations; a catalog needs at least one."
@@ -367,6 +384,9 @@ def _cross_check(spec: Spec) -> list[tuple[Path_, str]]:
         if shared.use is not None:
             problems.append(((*where, "use"), "a shared parameter cannot use another one"))
         problems += _check_param(where, shared.model_dump(exclude_none=True), allow_untyped=False)
+    for name, output in spec.shared_outputs.items():
+        problems += output_schema_problems(("shared_outputs", name), output, spec.shared_outputs)
+    problems += _output_cycles(spec.shared_outputs)
     seen: dict[str, int] = {}
     for index, tool in enumerate(spec.tools):
         where = ("tools", index)
@@ -393,10 +413,93 @@ def _cross_check(spec: Spec) -> list[tuple[Path_, str]]:
                 merged.update(spec.shared_params[param.use].model_dump(exclude_none=True))
             merged.update(param.model_dump(exclude_none=True, exclude={"use"}))
             problems += _check_param(pwhere, merged, allow_untyped=False)
+        if tool.output is not None:
+            problems += output_schema_problems((*where, "output"), tool.output, spec.shared_outputs)
         for gindex, group in enumerate(tool.require_any):
             for member in group:
                 if member not in tool.params:
                     problems.append(((*where, "require_any", gindex), f"{member!r} is not a parameter of this tool"))
+    return problems
+
+
+def output_schema_problems(where: Path_, schema: Any, shared: dict[str, dict[str, Any]]) -> list[tuple[Path_, str]]:
+    """Problems of an output description: unknown keywords or types, `use` of an undefined shared output,
+    `required` names without a property, ill-formed members. Iterative over the schema's nodes."""
+    problems: list[tuple[Path_, str]] = []
+    stack: list[tuple[Path_, Any]] = [(where, schema)]
+    while stack:
+        path, node = stack.pop()
+        if not isinstance(node, dict):
+            problems.append((path, "must be a schema object"))
+            continue
+        unknown = sorted(set(node) - OUTPUT_KEYWORDS)
+        if unknown:
+            allowed = ", ".join(sorted(OUTPUT_KEYWORDS))
+            problems.append((path, f"unknown keyword(s) {', '.join(unknown)}; an output schema uses {allowed}"))
+        if "use" in node:
+            if set(node) - {"use", "description", "title"}:
+                problems.append((path, "`use` stands alone (a description or title may sit beside it)"))
+            if node["use"] not in shared:
+                defined = ", ".join(sorted(shared)) or "none"
+                problems.append(((*path, "use"), f"undefined shared output {node['use']!r} (defined: {defined})"))
+            continue
+        kinds = node.get("type")
+        listed = kinds if isinstance(kinds, list) else [kinds] if kinds is not None else []
+        if any(k not in OUTPUT_TYPES for k in listed) or (kinds is None and "anyOf" not in node and "enum" not in node):
+            problems.append(((*path, "type"), f"type must be one or a list of {', '.join(sorted(OUTPUT_TYPES))}"))
+        properties = node.get("properties", {})
+        if not isinstance(properties, dict):
+            problems.append(((*path, "properties"), "must map names to schemas"))
+            properties = {}
+        required = node.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(r, str) and r in properties for r in required):
+            problems.append(((*path, "required"), "must list names of `properties`"))
+        extra = node.get("additionalProperties")
+        if extra is not None and not isinstance(extra, bool | dict):
+            problems.append(((*path, "additionalProperties"), "must be true, false or a schema"))
+        enum = node.get("enum")
+        if enum is not None and (not isinstance(enum, list) or not enum):
+            problems.append(((*path, "enum"), "must be a non-empty list"))
+        any_of = node.get("anyOf")
+        if any_of is not None and (not isinstance(any_of, list) or not any_of):
+            problems.append(((*path, "anyOf"), "must be a non-empty list of schemas"))
+        stack += [((*path, "properties", name), member) for name, member in properties.items()]
+        if isinstance(extra, dict):
+            stack.append(((*path, "additionalProperties"), extra))
+        if "items" in node:
+            stack.append(((*path, "items"), node["items"]))
+        if isinstance(any_of, list):
+            stack += [((*path, "anyOf", i), member) for i, member in enumerate(any_of)]
+    return problems
+
+
+def used_outputs(schema: Any) -> set[str]:
+    """The shared outputs a schema names with `use` (directly, not through them)."""
+    found: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("use"), str):
+                found.add(node["use"])
+            stack += [v for k, v in node.items() if k not in ("enum", "description", "title", "required")]
+        elif isinstance(node, list):
+            stack += node
+    return found
+
+
+def _output_cycles(shared: dict[str, dict[str, Any]]) -> list[tuple[Path_, str]]:
+    """A shared output that uses itself, through any chain, could never become a finite type."""
+    uses = {name: used_outputs(schema) & set(shared) for name, schema in shared.items()}
+    problems: list[tuple[Path_, str]] = []
+    for start in shared:
+        seen, frontier = set(), set(uses[start])
+        while frontier:
+            if start in frontier:
+                problems.append((("shared_outputs", start), "uses itself (through `use`): outputs cannot be recursive"))
+                break
+            seen |= frontier
+            frontier = {n for f in frontier for n in uses[f]} - seen
     return problems
 
 

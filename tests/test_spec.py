@@ -582,3 +582,64 @@ def test_a_huge_description_anchored_into_every_tool_is_refused(tmp_path: Path) 
 def test_a_file_over_the_size_limit_is_refused_unparsed(tmp_path: Path) -> None:
     [problem] = spec_problems(tmp_path, TEMPLATE + "#" + "x" * (10 * 1024 * 1024) + "\n")
     assert "a spec may have at most 10,485,760" in problem
+
+
+# --- output descriptions -----------------------------------------------------------------------------------
+
+OUTPUTS = """\
+shared_outputs:
+  bar:
+    type: object
+    properties: {"1. open": {type: string}, "5. volume": {type: string}}
+    required: ["1. open"]
+    additionalProperties: false
+  series:
+    type: object
+    properties:
+      Meta Data: {type: object, additionalProperties: {type: string}}
+      Time Series (Daily): {type: object, additionalProperties: {use: bar}}
+    required: [Meta Data]
+"""
+
+
+def test_outputs_are_checked_and_resolved_into_json_schema() -> None:
+    from progressive_mcp.catalog import Catalog
+
+    text = edit("tools:\n", OUTPUTS + "tools:\n")
+    text = edit("    summary: Something else.\n", "    summary: Something else.\n    output: {use: series}\n", text)
+    catalog = Catalog.from_spec(parse_spec(text))
+    schema = json.loads(json.dumps(catalog.get("OTHER_TOOL").output_schema, default=dict))
+    assert schema["$ref"] == "#/$defs/series"
+    assert set(schema["$defs"]) == {"series", "bar"}  # what series needs, through its own `use`
+    series = schema["$defs"]["series"]["properties"]["Time Series (Daily)"]
+    assert series["additionalProperties"] == {"$ref": "#/$defs/bar"}
+    validator = jsonschema_rs.Draft202012Validator(schema)
+    assert validator.is_valid(
+        {"Meta Data": {"1. Information": "x"}, "Time Series (Daily)": {"2026-11-20": {"1. open": "1"}}}
+    )
+    assert not validator.is_valid({"Meta Data": {}, "Time Series (Daily)": {"2026-11-20": {"9. other": "1"}}})
+    assert catalog.get("MY_TOOL").output_schema is None
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        ("{use: nothing}", "undefined shared output 'nothing'"),
+        ("{type: object, properties: {a: {type: strin}}}", "type must be one or a list of"),
+        ("{type: object, pattern: x}", "unknown keyword(s) pattern"),
+        ("{type: object, properties: {a: {type: string}}, required: [b]}", "must list names of `properties`"),
+        ("{use: series, type: object}", "`use` stands alone"),
+        ("[1, 2]", "input should be a valid dictionary"),
+    ],
+)
+def test_bad_outputs_are_named(tmp_path: Path, output: str, message: str) -> None:
+    text = edit("tools:\n", OUTPUTS + "tools:\n")
+    text = edit("    summary: Something else.\n", f"    summary: Something else.\n    output: {output}\n", text)
+    problems = spec_problems(tmp_path, text)
+    assert any(message in p and "tools[1] (OTHER_TOOL).output" in p for p in problems), problems
+
+
+def test_a_shared_output_cannot_use_itself(tmp_path: Path) -> None:
+    loop = "shared_outputs:\n  a: {type: object, properties: {b: {use: b}}}\n  b: {type: array, items: {use: a}}\n"
+    problems = spec_problems(tmp_path, edit("tools:\n", loop + "tools:\n"))
+    assert sum("outputs cannot be recursive" in p for p in problems) == 2
