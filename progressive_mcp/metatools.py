@@ -13,13 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from progressive_mcp.catalog import Catalog, CatalogTool
+from progressive_mcp.catalog import Catalog, CatalogTool, _thaw
+from progressive_mcp.codemode import execute_definition
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool
 from progressive_mcp.search import SearchIndex
+from progressive_mcp.stubs import tool_stubs
 
 TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL = "TOOL_LIST", "TOOL_SEARCH", "TOOL_GET", "TOOL_CALL"
 META_TOOL_NAMES = (TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL)
 DETAIL_LEVELS = ("names", "summary")
+GET_FORMATS = ("python", "schema")  # code mode's TOOL_GET: Python stubs (the default there) or JSON schemas
 MAX_GET = 10
 MAX_SEARCH_LIMIT = 20
 MAX_QUERY_CHARS = 1000  # a need in words is a sentence or two; longer input only costs CPU to rank
@@ -112,6 +115,23 @@ def meta_tool_definitions(catalog: Catalog, tools: tuple[CatalogTool, ...] | Non
     ]
 
 
+def code_tool_definitions(catalog: Catalog, tools: tuple[CatalogTool, ...] | None = None) -> list[dict[str, Any]]:
+    """The code surface's meta-tools: TOOL_LIST and TOOL_SEARCH as in progressive mode (search's `schemas`
+    attaching Python stubs), TOOL_GET with a `format` (Python stubs by default), and TOOL_EXECUTE instead of
+    TOOL_CALL."""
+    definitions = {d["name"]: d for d in meta_tool_definitions(catalog, tools)}
+    search = definitions[TOOL_SEARCH]
+    search["inputSchema"]["properties"]["schemas"]["description"] = (
+        f"Best 1-{SEARCH_SCHEMA_HITS} results get their Python stub"
+    )
+    get = definitions[TOOL_GET]
+    get["title"] = "Get tool stubs"
+    get["description"] = f"Typed Python stubs (or JSON schemas) of up to {MAX_GET} tools, by name."
+    get["inputSchema"]["properties"]["format"] = {"type": "string", "enum": list(GET_FORMATS)}
+    get["outputSchema"] = _object({"stubs": {"type": "string"}, "tools": {"type": "array"}})
+    return [definitions[TOOL_LIST], search, get, execute_definition()]
+
+
 def _object(properties: dict[str, Any], required: list[str] | None = None, *, closed: bool = False) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
@@ -165,10 +185,18 @@ class MetaTools:
         self.definitions = [
             dict(d, annotations={"readOnlyHint": True}) for d in meta_tool_definitions(catalog, self.tools)
         ]
+        # TOOL_EXECUTE runs tools that may write: only the discovery tools are read-only.
+        self.code_definitions = [
+            dict(d, annotations={"readOnlyHint": True}) if d["name"] != "TOOL_EXECUTE" else d
+            for d in code_tool_definitions(catalog, self.tools)
+        ]
         self._folded_categories = {c.lower(): c for c in self._by_category}
 
-    def discovery_handlers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
-        """Handlers of the meta-tools answered from the catalog alone (TOOL_CALL needs the upstream)."""
+    def discovery_handlers(self, *, code: bool = False) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
+        """Handlers of the meta-tools answered from the catalog alone (TOOL_CALL and TOOL_EXECUTE need the
+        upstream); `code` gives code mode's TOOL_SEARCH and TOOL_GET (Python stubs)."""
+        if code:
+            return {TOOL_LIST: self.tool_list, TOOL_SEARCH: self.tool_search_code, TOOL_GET: self.tool_get_code}
         return {TOOL_LIST: self.tool_list, TOOL_SEARCH: self.tool_search, TOOL_GET: self.tool_get}
 
     def lookup(self, name: str) -> CatalogTool:
@@ -239,6 +267,32 @@ class MetaTools:
             result["categories"] = {n: self.catalog.categories[n] for n in self._category_names(None)}
         return result
 
+    def tool_search_code(self, args: dict[str, Any]) -> dict[str, Any]:
+        """TOOL_SEARCH in code mode: `schemas: true` attaches Python stubs instead of input schemas."""
+        result = self.tool_search(args)
+        for entry in result["results"]:
+            if entry.pop("inputSchema", None) is not None:
+                entry["stub"] = tool_stubs([self.lookup(entry["name"])])
+        return result
+
+    def tool_get_code(self, args: dict[str, Any]) -> dict[str, Any]:
+        """TOOL_GET in code mode: the tools' Python stubs (default), or their schemas with outputSchema."""
+        self._only(TOOL_GET, args, {"tool_name", "format"}, self.code_definitions)
+        chosen = args.get("format") or "python"
+        if chosen not in GET_FORMATS:
+            raise self._bad(TOOL_GET, f"format must be one of {', '.join(GET_FORMATS)}", self.code_definitions)
+        result = self.tool_get({"tool_name": args.get("tool_name")})
+        found = [self.lookup(entry["name"]) for entry in result["tools"]]
+        if chosen == "python":
+            result["tools"] = [t.name for t in found]
+            result["stubs"] = tool_stubs(found)
+        else:
+            result["tools"] = [
+                {**entry, "outputSchema": _thaw(tool.output_schema)} if tool.output_schema is not None else entry
+                for entry, tool in zip(result["tools"], found, strict=True)
+            ]
+        return result
+
     def tool_get(self, args: dict[str, Any]) -> dict[str, Any]:
         self._only(TOOL_GET, args, {"tool_name"})
         requested = args.get("tool_name")
@@ -296,14 +350,17 @@ class MetaTools:
         definition["content_hash"] = tool.content_hash[:HASH_CHARS]
         return definition
 
-    def _bad(self, tool_name: str, problem: str) -> InvalidArguments:
-        schema = next(d["inputSchema"] for d in self.definitions if d["name"] == tool_name)
+    def _bad(self, tool_name: str, problem: str, definitions: list[dict[str, Any]] | None = None) -> InvalidArguments:
+        schema = next(d["inputSchema"] for d in definitions or self.definitions if d["name"] == tool_name)
         return InvalidArguments(tool_name, [problem], schema)
 
-    def _only(self, tool_name: str, args: dict[str, Any], allowed: set[str]) -> None:
+    def _only(
+        self, tool_name: str, args: dict[str, Any], allowed: set[str], definitions: list[dict[str, Any]] | None = None
+    ) -> None:
         extra = sorted(set(args) - allowed)
         if extra:
-            raise self._bad(tool_name, f"unknown argument(s) {', '.join(extra)}; allowed: {', '.join(sorted(allowed))}")
+            listing = ", ".join(sorted(allowed))
+            raise self._bad(tool_name, f"unknown argument(s) {', '.join(extra)}; allowed: {listing}", definitions)
 
     def _category_names(self, category: Any, tool_name: str = TOOL_LIST) -> list[str]:
         """The offered categories, or the one `category` names (case-insensitively: "Forex" is forex)."""

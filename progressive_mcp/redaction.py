@@ -38,11 +38,12 @@ def key_problem(key: str) -> str | None:
     return None
 
 
-def redact(text: str, secret: str | None) -> str:
-    """`text` with the secret masked (in each of its encodings) and any key=value pair."""
+def redact(text: str, secret: str | None, *, pairs: bool = True) -> str:
+    """`text` with the secret masked (in each of its encodings) and, with `pairs`, any key=value pair (a URL an
+    exception quotes may carry some other key). A script's own text (code mode) is left its `key=` arguments."""
     if secret:
         text = _mask(text, secret)
-    return _KEY_IN_URL.sub(lambda m: f"{m.group(1)}={MASK}", text)
+    return _KEY_IN_URL.sub(lambda m: f"{m.group(1)}={MASK}", text) if pairs else text
 
 
 def contains(text: str, secret: str) -> bool:

@@ -35,7 +35,7 @@ Alpha Vantage offers it, in CSV (LISTING_STATUS, EARNINGS_CALENDAR and IPO_CALEN
 Three real functions outside the catalog answer too: SHARES_OUTSTANDING, and PUT_CALL_RATIO and
 VOLUME_OPEN_INTEREST_RATIO (older names of the REALTIME_ ones). Any other name gets "does not exist".
 
-The universe is small: the stocks and funds in ``COMPANIES`` (IBM, AAPL, MSFT, NVDA, TSLA, SPY; QQQ too for
+The universe is small: the stocks and funds in ``COMPANIES`` (IBM, AAPL, MSFT, NVDA, TSLA, SPY, AMZN, GOOGL; QQQ too for
 ETF_PROFILE), the currencies in ``CURRENCIES``, the indices in ``INDICES``. An unknown ticker gets what Alpha
 Vantage gives it: an "Invalid API call" error for series, an empty answer for profiles and statements. People,
 firms, tickers of small caps, headlines and URLs (on example.com-style domains) are all invented.
@@ -195,6 +195,14 @@ COMPANIES: dict[str, Company] = {
         Company(
             "SPY", "SPDR S&P 500 ETF Trust", "ETF", "ETF", "NYSE ARCA", "FINANCIAL SERVICES",
             "ASSET MANAGEMENT", "884394", "September", 590.0, 0.010, 60_000_000,
+        ),
+        Company(
+            "AMZN", "Amazon.com Inc", "Common Stock", "Equity", "NASDAQ", "CONSUMER CYCLICAL",
+            "INTERNET RETAIL", "1018724", "December", 205.0, 0.020, 45_000_000,
+        ),
+        Company(
+            "GOOGL", "Alphabet Inc Class A", "Common Stock", "Equity", "NASDAQ", "COMMUNICATION SERVICES",
+            "INTERNET CONTENT & INFORMATION", "1652044", "December", 175.0, 0.019, 30_000_000,
         ),
     )
 }  # fmt: skip

@@ -17,9 +17,10 @@ from typing import Any, Literal
 
 from progressive_mcp.catalog import default_spec_path
 from progressive_mcp.errors import ConfigError
+from progressive_mcp.sandbox import ScriptLimits
 
-Mode = Literal["progressive", "direct", "hybrid"]
-MODES: tuple[Mode, ...] = ("progressive", "direct", "hybrid")
+Mode = Literal["progressive", "direct", "hybrid", "code"]
+MODES: tuple[Mode, ...] = ("progressive", "direct", "hybrid", "code")
 AuthMode = Literal["passthrough", "server-key"]
 AUTH_MODES: tuple[AuthMode, ...] = ("passthrough", "server-key")
 DEFAULT_MAX_RESULT_TOKENS = 8000
@@ -51,6 +52,8 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     list_ttl_s: int = DEFAULT_LIST_TTL_S
     conformance_fixtures: bool = False  # adds the conformance suite's diagnostic tools (never in production)
+    # Code mode: what one TOOL_EXECUTE script may use.
+    script_limits: ScriptLimits = field(default_factory=ScriptLimits)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -87,6 +90,15 @@ class Settings:
             values["max_body_bytes"] = _int("PMCP_MAX_BODY_BYTES", env["PMCP_MAX_BODY_BYTES"])
         if env.get("PMCP_LIST_TTL_S"):
             values["list_ttl_s"] = _int("PMCP_LIST_TTL_S", env["PMCP_LIST_TTL_S"])
+        limits: dict[str, Any] = {}
+        if env.get("PMCP_SCRIPT_WALL_S"):
+            limits["wall_s"] = _float("PMCP_SCRIPT_WALL_S", env["PMCP_SCRIPT_WALL_S"])
+        if env.get("PMCP_SCRIPT_MEMORY_MB"):
+            limits["memory_mb"] = _int("PMCP_SCRIPT_MEMORY_MB", env["PMCP_SCRIPT_MEMORY_MB"])
+        if env.get("PMCP_SCRIPT_MAX_CALLS"):
+            limits["max_calls"] = _int("PMCP_SCRIPT_MAX_CALLS", env["PMCP_SCRIPT_MAX_CALLS"])
+        if limits:
+            values["script_limits"] = ScriptLimits(**limits)
         if env.get("PMCP_CONFORMANCE_FIXTURES"):
             values["conformance_fixtures"] = env["PMCP_CONFORMANCE_FIXTURES"].strip().lower() in ("1", "true", "yes")
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -127,6 +139,13 @@ class Settings:
             raise ConfigError(f"PMCP_MAX_BODY_BYTES must be at least 1024, not {self.max_body_bytes}")
         if self.list_ttl_s < 0:
             raise ConfigError("PMCP_LIST_TTL_S must not be negative")
+        limits = self.script_limits
+        if not 0 < limits.wall_s <= 900:
+            raise ConfigError(f"PMCP_SCRIPT_WALL_S must be above 0 and at most 900 seconds, not {limits.wall_s!r}")
+        if not 8 <= limits.memory_mb <= 4096:
+            raise ConfigError(f"PMCP_SCRIPT_MEMORY_MB must be from 8 to 4096, not {limits.memory_mb}")
+        if not 1 <= limits.max_calls <= 1000:
+            raise ConfigError(f"PMCP_SCRIPT_MAX_CALLS must be from 1 to 1000, not {limits.max_calls}")
         if self.upstream_url is not None and not self.upstream_url.startswith(("http://", "https://")):
             raise ConfigError(f"the upstream URL must start with http:// or https://, not {self.upstream_url!r}")
 

@@ -161,3 +161,56 @@ def _note(tool: CatalogTool, envelope: dict[str, Any], kept: dict[str, dict[str,
     if "full_result" in envelope:
         ask += " The whole answer can be downloaded from full_result.url until full_result.expires_at."
     return f"Answer cut to fit the {budget}-token budget (first entries kept): {shown}.{ask}"
+
+
+def shape_script_answer(answer: dict[str, Any], budget_tokens: int) -> dict[str, Any]:
+    """A script's answer (`result`, `printed`, `calls`) cut to the token budget, saying what was cut: the
+    printed text keeps its start and end, the result its first entries (as a tool's answer would)."""
+    if fits_budget(dumps(answer), budget_tokens):
+        return answer
+    cut: dict[str, Any] = dict(answer)
+    notes: list[str] = []
+    printed = str(answer.get("printed") or "")
+    if printed:
+        keep = max(200, budget_tokens)  # characters: a token is at least one
+        while len(printed) > keep and not fits_budget(dumps(dict(cut, printed=printed)), budget_tokens):
+            keep //= 2
+            head, tail = printed[: keep // 2], printed[-keep // 2 :]
+            omitted = len(answer["printed"]) - len(head) - len(tail)
+            printed = f"{head}\n… [{omitted:,} characters cut] …\n{tail}"
+            if keep < 200:
+                break
+        if printed != answer["printed"]:
+            cut["printed"] = printed
+            notes.append(f"printed output cut to its start and end ({len(answer['printed']):,} characters in all)")
+    if not fits_budget(dumps(cut), budget_tokens):
+        result = answer.get("result")
+        sizes: dict[str, int] = {}
+        _measure(result, "", sizes)
+        longest = max(sizes.values(), default=0)
+
+        def attempt(keep: int) -> dict[str, Any]:
+            kept: dict[str, dict[str, int]] = {}
+            return dict(cut, result=_cut(result, "", keep, kept), _kept=kept)
+
+        best = _largest_fitting(longest, attempt, budget_tokens, lambda: False) if longest else None
+        if best is not None:
+            kept = best.pop("_kept")
+            cut = best
+            shown = "; ".join(f"{name}: first {c['kept']} of {c['total']}" for name, c in kept.items())
+            notes.append(f"result cut: {shown}")
+        else:
+            text = dumps(result)
+            length = budget_tokens * 2
+            while True:
+                cut["result"] = None
+                cut["result_excerpt"] = text[:length]
+                if fits_budget(dumps(cut), budget_tokens) or length < 64:
+                    break
+                length //= 2
+            notes.append(f"result cut to its first {len(cut['result_excerpt']):,} of {len(text):,} characters")
+    cut["truncated"] = {
+        "note": f"Answer cut to fit the {budget_tokens}-token budget: {'; '.join(notes)}. Return less: aggregate "
+        "in the script and print or return only what is needed."
+    }
+    return cut

@@ -37,11 +37,14 @@ from progressive_mcp.cache import (
     caller_entitlement,
 )
 from progressive_mcp.catalog import Catalog, CatalogTool
+from progressive_mcp.codemode import TOOL_EXECUTE, CodeMode
 from progressive_mcp.errors import ConfigError, MissingApiKey, ToolError, UnknownTool
 from progressive_mcp.metatools import META_TOOL_NAMES, TOOL_CALL, MetaTools
 from progressive_mcp.redaction import key_problem, redact
+from progressive_mcp.sandbox import Sandbox, ScriptError, ScriptLimits
 from progressive_mcp.settings import Mode, Settings
 from progressive_mcp.shaping import shape_result
+from progressive_mcp.stubs import forced_json
 from progressive_mcp.tokens import dumps
 from progressive_mcp.upstream import UpstreamClient, UpstreamTransport
 
@@ -94,6 +97,8 @@ class Surface:
         clock: Callable[[], float] = time.time,
         direct_models: dict[str, types.Tool] | None = None,
         shaped: MemoryCache | None = None,
+        sandbox: Sandbox | None = None,
+        script_limits: ScriptLimits | None = None,
     ) -> None:
         """`cache` keeps upstream answers (None: no cache); `results` takes full answers too large to show;
         `direct_models` is the shared store of catalog tools' definitions (see `variant`)."""
@@ -117,11 +122,18 @@ class Surface:
         # takes ~20 ms to build), filtered at query time: a new ?mode=/?categories= pair builds no index.
         shared = meta is not None and meta.categories == categories
         self.meta = meta if meta is not None and shared else MetaTools(catalog, categories=categories, base=meta)
-        self._discovery = self.meta.discovery_handlers()
-        self._direct = {t.name: t for t in catalog.in_categories(categories)} if mode != "progressive" else {}
+        self._discovery = self.meta.discovery_handlers(code=mode == "code")
+        self._direct = {t.name: t for t in catalog.in_categories(categories)} if mode in ("direct", "hybrid") else {}
+        # Code mode's scripts run in one sandbox pool per process (started with the first script).
+        self.sandbox = sandbox if sandbox is not None else shared_sandbox()
+        self.script_limits = script_limits or ScriptLimits()
+        self._code = (
+            CodeMode(self.meta.tools, self.sandbox, self.script_limits, max_result_tokens) if mode == "code" else None
+        )
         # Each catalog tool's definition as an SDK model, made once and shared by every variant of this surface.
         self._direct_models: dict[str, types.Tool] = direct_models if direct_models is not None else {}
-        tools = [types.Tool.model_validate(d) for d in self.meta.definitions] if mode != "direct" else []
+        meta_definitions = self.meta.code_definitions if mode == "code" else self.meta.definitions
+        tools = [types.Tool.model_validate(d) for d in meta_definitions] if mode != "direct" else []
         for tool in self._direct.values():
             model = self._direct_models.get(tool.name)
             if model is None:
@@ -158,6 +170,7 @@ class Surface:
             max_result_tokens=settings.max_result_tokens,
             cache=(cache or MemoryCache()) if settings.cache else None,
             results=results,
+            script_limits=settings.script_limits,
         )
 
     def default_context(self, settings: Settings, environ: Mapping[str, str] | None = None) -> CallContext:
@@ -185,6 +198,8 @@ class Surface:
             clock=self._clock,
             direct_models=self._direct_models,
             shaped=self._shaped,
+            sandbox=self.sandbox,
+            script_limits=self.script_limits,
         )
 
     @property
@@ -193,6 +208,12 @@ class Surface:
         api = self.catalog.api
         if self.mode == "direct":
             return f"Each tool is one {api.title} function; call it directly."
+        if self.mode == "code":
+            return (
+                f"{len(self.meta.tools)} {api.title} tools are Python async functions: find them with TOOL_SEARCH "
+                "(or TOOL_LIST), read their typed stubs with TOOL_GET, then send one script to TOOL_EXECUTE that "
+                "calls them and returns only the answer."
+            )
         return (
             f"{len(self.meta.tools)} {api.title} tools are behind 4 meta-tools: TOOL_SEARCH (or TOOL_LIST) to "
             "find a tool, TOOL_GET for its schema, TOOL_CALL to run it."
@@ -213,9 +234,11 @@ class Surface:
         try:
             if handler is not None:
                 return _result(handler(args))
-            if name == TOOL_CALL and self.mode != "direct":
+            if name == TOOL_CALL and self.mode in ("progressive", "hybrid"):
                 tool, raw = self.meta.resolve_call(args)
                 return self._run(tool, raw, ctx)
+            if name == TOOL_EXECUTE and self._code is not None:
+                return self._execute(args, ctx)
         except ToolError as exc:
             return _error_result(exc, ctx)
         direct = self._direct.get(name) if name not in META_TOOL_NAMES else None
@@ -236,14 +259,7 @@ class Surface:
             if shaped is not None:  # this very answer was shaped before: send it again as it was
                 record.cache = "hit"
                 return _result({**shaped.payload, "cached_at": _iso(shaped.cached_at)})
-            answer = self._cached(key, record) if key is not None else None
-            if answer is None:
-                answer, keep = self._fetch(tool, arguments, ctx, record, deadline)
-                if key is not None and keep:
-                    keep = self._keep(key, answer, record)  # a cache that fails to keep it: no shortcut either
-                cached_at = None
-            else:
-                keep, cached_at = True, answer.cached_at
+            answer, keep, cached_at = self._answer(tool, arguments, ctx, record, deadline, key)
             link_expiry: list[float] = []
             envelope = shape_result(
                 tool,
@@ -270,6 +286,50 @@ class Surface:
             logger.error("unexpected error in a tool call: %s", trace, extra={"tool": tool.name})
             return _error_result(ToolError(f"Internal error while running {tool.name}; please report it."), ctx)
         return _result(envelope)
+
+    def _answer(
+        self,
+        tool: CatalogTool,
+        arguments: dict[str, Any],
+        ctx: CallContext,
+        record: CallRecord,
+        deadline: float,
+        key: str | None,
+    ) -> tuple[CachedAnswer, bool, float | None]:
+        """The upstream's answer to a validated call, from the response cache or the upstream: the answer,
+        whether it may be kept, and when it was cached (None if it was just fetched)."""
+        answer = self._cached(key, record) if key is not None else None
+        if answer is not None:
+            return answer, True, answer.cached_at
+        answer, keep = self._fetch(tool, arguments, ctx, record, deadline)
+        if key is not None and keep:
+            keep = self._keep(key, answer, record)  # a cache that fails to keep it: no shortcut either
+        return answer, keep, None
+
+    def _execute(self, args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        """TOOL_EXECUTE: run the script; each of its tool calls takes TOOL_CALL's path with this caller's key."""
+        assert self._code is not None
+        record = ctx.record if ctx.record is not None else CallRecord()
+        record.tool = TOOL_EXECUTE
+        deadline = self.upstream.deadline(ctx.deadline)
+
+        def call_tool(tool: CatalogTool, raw_arguments: dict[str, Any], script_deadline: float) -> tuple[Any, bool]:
+            call_record = CallRecord(tool=tool.name)
+            if forced_json(tool):  # the stubs describe JSON answers: a script never gets CSV
+                raw_arguments = {**raw_arguments, "datatype": "json"}
+            arguments = prepare_arguments(self.catalog, tool.name, raw_arguments)
+            if not ctx.api_key and ctx.missing_key_help and self.catalog.api.auth is not None:
+                raise MissingApiKey(ctx.missing_key_help)
+            key = self._cache_key(tool, arguments, ctx)
+            call_deadline = min(self.upstream.deadline(ctx.deadline), script_deadline)
+            answer, _keep, cached_at = self._answer(tool, arguments, ctx, call_record, call_deadline, key)
+            return answer.payload, cached_at is not None
+
+        try:
+            return _result(self._code.execute(args, call_tool, deadline))
+        except ToolError as exc:
+            record.error = type(exc).__name__
+            return _error_result(exc, ctx)
 
     def _fetch(
         self, tool: CatalogTool, arguments: dict[str, Any], ctx: CallContext, record: CallRecord, deadline: float
@@ -357,6 +417,17 @@ class Surface:
         return UnknownTool(name, suggestions, how_to_find=how)
 
 
+_SANDBOX: Sandbox | None = None
+
+
+def shared_sandbox() -> Sandbox:
+    """The process's one sandbox pool (its workers start with the first script, not here)."""
+    global _SANDBOX
+    if _SANDBOX is None:
+        _SANDBOX = Sandbox()
+    return _SANDBOX
+
+
 def _iso(epoch_s: float) -> str:
     return dt.datetime.fromtimestamp(epoch_s, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -366,7 +437,11 @@ def _result(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _error_result(exc: ToolError, ctx: CallContext) -> dict[str, Any]:
-    error: dict[str, Any] = {"type": type(exc).__name__, "message": redact(str(exc), ctx.api_key)}
+    # A script's error quotes its code (`max(d, key=d.get)`): only the key itself is masked there.
+    script = isinstance(exc, ScriptError)
+    error: dict[str, Any] = {"type": type(exc).__name__, "message": redact(str(exc), ctx.api_key, pairs=not script)}
     error.update(exc.details())
+    if script and "printed" in error:
+        error["printed"] = redact(error["printed"], ctx.api_key, pairs=False)
     payload = {"error": error}
     return {"content": [{"type": "text", "text": dumps(payload)}], "structuredContent": payload, "isError": True}

@@ -695,10 +695,11 @@ PINNED: list[tuple[dict[str, Any], dict[str, str], str]] = [
         {"function": "SYMBOL_SEARCH", "keywords": "micro"},
         "9ce7a87d42ac83d2035cc2ddf83aeca20ac1e86bfca0be113dc6431b18888c44",
     ),
+    # Re-pinned when AMZN and GOOGL joined the universe: they match the keyword "a" (nothing else changed).
     (
         {},
         {"function": "SYMBOL_SEARCH", "keywords": "a"},
-        "d1eea156511dee5d420e8c31204489ac6c609df3c43c61be0d1717d8c938edc7",
+        "d8509a8d86cce1997c8927c59ca6dffa76db4494f2bdace59c8fd8bbfc6d6535",
     ),
     (
         {},

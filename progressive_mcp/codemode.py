@@ -1,0 +1,114 @@
+"""Code mode's TOOL_EXECUTE: run an agent's script against the catalog's tools and answer with what it made.
+
+A script is plain Python (Monty's subset) with top-level `await`: each catalog tool is an async function
+declared by the stubs that `TOOL_GET {format: "python"}` shows. It is type-checked against those stubs,
+then run in the sandbox; every tool call it makes goes through the same path as TOOL_CALL (argument
+checks, response cache, upstream client, error classification), with the caller's key, which never
+enters the sandbox. The answer is the value of the script's last expression, what it printed, and
+the calls it made. Example::
+
+    code_mode.execute({"code": 'q = await GLOBAL_QUOTE(symbol="IBM")\\nq["Global Quote"]["05. price"]'}, call)
+    # {'result': '245.0000', 'printed': '', 'calls': [{'tool': 'GLOBAL_QUOTE', 'ms': 3.1, 'cached': False}]}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from progressive_mcp.catalog import CatalogTool
+from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool, UpstreamTimeout
+from progressive_mcp.sandbox import Sandbox, ScriptLimits, ToolCallFailed
+from progressive_mcp.shaping import shape_script_answer
+from progressive_mcp.stubs import python_name, tool_stubs
+
+TOOL_EXECUTE = "TOOL_EXECUTE"
+MAX_CODE_CHARS = 20_000  # a script that calls a few tools and computes an answer is a few hundred
+MAX_STUB_SETS = 256  # stub modules kept, by the tools a script names
+EXECUTE_HINT = (
+    "Python with top-level await; each tool is an async function (stubs: TOOL_GET format python). "
+    "Only the last expression's value and prints come back."
+)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# (tool, keyword arguments, deadline) -> (data, from the cache?); raises ToolError like TOOL_CALL.
+CallTool = Callable[[CatalogTool, dict[str, Any], float], tuple[Any, bool]]
+
+
+def execute_definition() -> dict[str, Any]:
+    """TOOL_EXECUTE's MCP definition (wire shape)."""
+    return {
+        "name": TOOL_EXECUTE,
+        "title": "Run a script",
+        "description": EXECUTE_HINT,
+        "inputSchema": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+        "outputSchema": {"type": "object", "properties": {"result": {}, "printed": {"type": "string"}}},
+    }
+
+
+@dataclass
+class CodeMode:
+    """TOOL_EXECUTE over a set of tools: their stubs, the sandbox, the limits and the answer's token budget."""
+
+    tools: tuple[CatalogTool, ...]
+    sandbox: Sandbox
+    limits: ScriptLimits
+    budget_tokens: int
+
+    def __post_init__(self) -> None:
+        self._by_python_name = {python_name(t.name): t for t in self.tools}
+        self._stubs: dict[tuple[str, ...], str] = {}
+
+    def _stubs_for(self, tools: list[CatalogTool]) -> str:
+        """The stub module a script is checked against: the tools it names (the others would only cost time)."""
+        key = tuple(t.name for t in tools)
+        stubs = self._stubs.get(key)
+        if stubs is None:
+            if len(self._stubs) >= MAX_STUB_SETS:
+                self._stubs.clear()
+            stubs = self._stubs[key] = tool_stubs(tools)
+        return stubs
+
+    def execute(self, args: dict[str, Any], call_tool: CallTool, deadline: float | None) -> dict[str, Any]:
+        """Run `args["code"]`; raises ToolError (InvalidArguments, or ScriptError for a script that failed)."""
+        extra = sorted(set(args) - {"code"})
+        code = args.get("code")
+        if extra or not isinstance(code, str) or not code.strip():
+            problem = f"unknown argument(s) {', '.join(extra)}" if extra else "code must be a non-empty Python script"
+            raise InvalidArguments(TOOL_EXECUTE, [problem], execute_definition()["inputSchema"])
+        if len(code) > MAX_CODE_CHARS:
+            problem = f"the script is {len(code):,} characters; the limit is {MAX_CODE_CHARS:,}"
+            raise InvalidArguments(TOOL_EXECUTE, [problem], execute_definition()["inputSchema"])
+        used = [self._by_python_name[n] for n in dict.fromkeys(_IDENTIFIER.findall(code)) if n in self._by_python_name]
+        functions = {python_name(t.name): _host_function(t, call_tool) for t in used}
+        outcome = self.sandbox.run(code, self._stubs_for(used), functions, self.limits, deadline=deadline)
+        answer = {"result": outcome.result, "printed": outcome.printed, "calls": [c.as_json() for c in outcome.calls]}
+        return shape_script_answer(answer, self.budget_tokens)
+
+
+def _host_function(tool: CatalogTool, call_tool: CallTool) -> Callable[[dict[str, Any], float], tuple[Any, bool]]:
+    def call(arguments: dict[str, Any], deadline: float) -> tuple[Any, bool]:
+        try:
+            return call_tool(tool, arguments, deadline)
+        except ToolError as exc:
+            raise ToolCallFailed(_builtin_for(exc), type(exc).__name__, f"{type(exc).__name__}: {exc}") from None
+
+    return call
+
+
+def _builtin_for(exc: ToolError) -> str:
+    """The builtin exception a script sees for one of our errors (its message names ours)."""
+    if isinstance(exc, InvalidArguments):
+        return "ValueError"
+    if isinstance(exc, UnknownTool):
+        return "NameError"
+    if isinstance(exc, UpstreamTimeout):
+        return "TimeoutError"
+    return "RuntimeError"
+
+
+def tool_names(tools: Iterable[CatalogTool]) -> dict[str, str]:
+    """Python name → catalog name, for tools whose names are not identifiers ("artist.getInfo")."""
+    return {python_name(t.name): t.name for t in tools if python_name(t.name) != t.name}

@@ -1,0 +1,183 @@
+"""Typed Python stubs of catalog tools, for code mode: what a script is written and type-checked against.
+
+Each tool becomes `async def NAME(*, arg: type = default, ...) -> ReturnType` with keyword-only
+parameters, `Literal` enums, its defaults and a one-paragraph docstring; the return type is a
+TypedDict made from the tool's output description (keys exactly as the API sends them, so a key
+that is not an identifier, like "05. price", uses TypedDict's functional form). Example::
+
+    print(tool_stubs([catalog.get("GLOBAL_QUOTE")]))
+    # GlobalQuote = TypedDict("GlobalQuote", {"Global Quote": GlobalQuoteData})
+    # async def GLOBAL_QUOTE(*, symbol: str, entitlement: Literal["delayed", "realtime"] | None = None) -> ...
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from progressive_mcp.catalog import CatalogTool, _thaw
+from progressive_mcp.spec import ResolvedParam
+
+PARAM_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
+JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
+HEADER = "from typing import Any, Literal, NotRequired, TypedDict\n"
+DOC_CHARS = 600  # a docstring is one paragraph: the summary and the start of the description
+# Code mode always asks for JSON (what the return types describe); a script never chooses CSV.
+FORCED_JSON_PARAM = "datatype"
+
+
+def python_name(tool_name: str) -> str:
+    """A tool's name as a Python identifier: "artist.getInfo" → "artist_getInfo" (UPPER_SNAKE names stay)."""
+    name = re.sub(r"\W", "_", tool_name)
+    if name[0].isdigit() or keyword.iskeyword(name):
+        name = f"_{name}"
+    return name
+
+
+def forced_json(tool: CatalogTool) -> bool:
+    """Whether the tool has a `datatype` switch that code mode pins to json (so stubs leave it out)."""
+    param = tool.param(FORCED_JSON_PARAM)
+    return param is not None and param.enum is not None and "json" in param.enum
+
+
+def tool_stubs(tools: Iterable[CatalogTool]) -> str:
+    """A stub module declaring `tools` and the return types they need (each type declared once)."""
+    writer = _StubWriter()
+    functions = [writer.function(tool) for tool in tools]
+    return HEADER + "".join(f"\n{d}\n" for d in writer.declarations) + "".join(f"\n\n{f}" for f in functions)
+
+
+@dataclass
+class _StubWriter:
+    """Turns output schemas into TypedDict declarations (named after $defs, or after the tool and key path)."""
+
+    declarations: list[str] = field(default_factory=list)
+    _declared: dict[str, str] = field(default_factory=dict)  # type name -> its declaration, to reuse and dedupe
+
+    def function(self, tool: CatalogTool) -> str:
+        params = [p for p in tool.params if not (p.name == FORCED_JSON_PARAM and forced_json(tool))]
+        ordered = [p for p in params if p.required] + [p for p in params if not p.required]
+        arguments = ", ".join(_parameter(p) for p in ordered)
+        returns = "Any"
+        if tool.output_schema is not None:
+            schema = _thaw(tool.output_schema)
+            returns = self._type(schema, _camel(tool.name), schema.get("$defs", {}))
+        signature = (
+            f"async def {python_name(tool.name)}(*, {arguments}) -> {returns}:"
+            if arguments
+            else (f"async def {python_name(tool.name)}() -> {returns}:")
+        )
+        return f'{signature}\n    """{_docstring(tool)}"""\n    ...'
+
+    def _type(self, schema: Mapping[str, Any], hint: str, defs: Mapping[str, Any]) -> str:
+        if "$ref" in schema:
+            name = str(schema["$ref"]).rsplit("/", 1)[-1]
+            return self._named(_camel(name), defs[name], defs)
+        if "enum" in schema:
+            return f"Literal[{', '.join(_literal(v) for v in schema['enum'])}]"
+        if "anyOf" in schema:
+            return _union(*(self._type(member, f"{hint}Option{i}", defs) for i, member in enumerate(schema["anyOf"])))
+        kinds = schema.get("type")
+        listed = kinds if isinstance(kinds, list) else [kinds]
+        types = []
+        for kind in listed:
+            if kind == "object":
+                types.append(self._object(schema, hint, defs))
+            elif kind == "array":
+                items = schema.get("items")
+                types.append(f"list[{self._type(items, f'{hint}Item', defs) if isinstance(items, dict) else 'Any'}]")
+            else:
+                types.append(JSON_TYPES.get(str(kind), "Any"))
+        return _union(*types)
+
+    def _named(self, name: str, schema: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
+        """A shared output's type: a TypedDict under the shared name, or an alias of what it describes
+        (the spec forbids a shared output that uses itself, so this cannot loop)."""
+        if name in self._declared:
+            return name
+        if (
+            schema.get("type") == "object"
+            and schema.get("properties")
+            and schema.get("additionalProperties")
+            in (
+                None,
+                False,
+            )
+        ):
+            return self._object(schema, name, defs, exact=True)
+        target = self._type(schema, name, defs)
+        if name not in self._declared:
+            self._declare(name, f"{name} = {target}")
+        return name
+
+    def _object(self, schema: Mapping[str, Any], hint: str, defs: Mapping[str, Any], *, exact: bool = False) -> str:
+        properties: Mapping[str, Any] = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        if not properties:
+            if isinstance(extra, dict):
+                return f"dict[str, {self._type(extra, f'{hint}Value', defs)}]"
+            return "dict[str, Any]"
+        if extra not in (None, False):  # fixed keys and others besides: no TypedDict can say that
+            return "dict[str, Any]"
+        required = set(schema.get("required") or ())
+        fields = {}
+        for key, member in properties.items():
+            member_type = self._type(member, hint + _camel(key), defs)
+            fields[key] = member_type if key in required else f"NotRequired[{member_type}]"
+        name = hint if exact or hint not in self._declared else self._fresh(hint)
+        self._declared[name] = ""  # reserved while its members are declared (they come first in the module)
+        if all(key.isidentifier() and not keyword.iskeyword(key) for key in fields):
+            body = "\n".join(f"    {key}: {kind}" for key, kind in fields.items())
+            self._declare(name, f"class {name}(TypedDict):\n{body}")
+        else:
+            members = ", ".join(f"{json.dumps(key)}: {kind}" for key, kind in fields.items())
+            self._declare(name, f'{name} = TypedDict("{name}", {{{members}}})')
+        return name
+
+    def _declare(self, name: str, text: str) -> None:
+        self._declared[name] = text
+        self.declarations.append(text)
+
+    def _fresh(self, hint: str) -> str:
+        number = 2
+        while f"{hint}{number}" in self._declared:
+            number += 1
+        return f"{hint}{number}"
+
+
+def _parameter(param: ResolvedParam) -> str:
+    kind = PARAM_TYPES[param.type]
+    if param.enum is not None:
+        kind = f"Literal[{', '.join(_literal(v) for v in param.enum)}]"
+    if param.required:
+        return f"{param.name}: {kind}"
+    if param.default is not None:
+        return f"{param.name}: {kind} = {_literal(param.default)}"
+    return f"{param.name}: {kind} | None = None"
+
+
+def _literal(value: Any) -> str:
+    """A JSON scalar as Python source: "a" (double quotes), 5, 1.5, True, None."""
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
+def _docstring(tool: CatalogTool) -> str:
+    text = tool.summary if tool.description.startswith(tool.summary) else f"{tool.summary} {tool.description}"
+    text = " ".join(text.split()).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    return text if len(text) <= DOC_CHARS else text[: DOC_CHARS - 1].rsplit(" ", 1)[0] + " …"
+
+
+def _camel(text: str) -> str:
+    """ "Time Series (Daily)" → "TimeSeriesDaily"; "GLOBAL_QUOTE" → "GlobalQuote"; "05. price" → "Price"."""
+    words = [w for w in re.split(r"[^A-Za-z0-9]+", text) if w and not w.isdigit()]
+    name = "".join(w[:1].upper() + (w[1:].lower() if w.isupper() else w[1:]) for w in words)
+    return name if name and name[0].isalpha() else f"T{name}"
+
+
+def _union(*types: str) -> str:
+    unique = list(dict.fromkeys(t for t in types if t))
+    return " | ".join(unique) if unique else "Any"
