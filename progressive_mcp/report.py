@@ -37,6 +37,7 @@ from progressive_mcp.upstream import UpstreamClient
 # The project's token budgets, in cl100k tokens; keys name the report's figures (see `budget_figures`).
 BUDGETS = {
     "progressive_tools_list": 450,
+    "code_tools_list": 600,
     "tool_list_default": 2000,
     "tool_get_average": 300,
     "direct_tools_list": 30000,
@@ -167,6 +168,7 @@ def build_report(
     progressive = Surface(catalog, mode="progressive", upstream=upstream)
     direct = Surface(catalog, mode="direct", upstream=upstream, meta=progressive.meta)
     hybrid = Surface(catalog, mode="hybrid", meta=progressive.meta)
+    code = Surface(catalog, mode="code", upstream=upstream, meta=progressive.meta)
 
     def answer(tool: str, arguments: dict[str, Any]) -> Counts:
         return count(_answer(progressive, tool, arguments))
@@ -181,6 +183,7 @@ def build_report(
             "progressive": _figure(count(tools_list_text(progressive)), "progressive_tools_list"),
             "direct": _figure(count(tools_list_text(direct)), "direct_tools_list"),
             "hybrid": _figure(count(tools_list_text(hybrid))),
+            "code": _figure(count(tools_list_text(code)), "code_tools_list"),
         },
         "tool_list": {
             "default_detail": {"catalog": "names", "category": "summary"},
@@ -216,6 +219,7 @@ def build_report(
         _drop_official(report)  # the official server's figures are Alpha Vantage's: no comparison here
     elif upstream_url:
         report.update(_flows_section(progressive, direct, count, report["tools_list"]))
+        report["multi_step"] = _multi_step_section(progressive, direct, code, count, report["tools_list"])
     report["budgets"] = _budget_checks(report)
     return report
 
@@ -368,24 +372,171 @@ def _flows_section(
     }
 
 
+# On a data-heavy task, what the model reads in code mode is at most this share of the progressive flow's.
+CODE_MODE_MAX_SHARE = 0.10
+
+
+@dataclass(frozen=True)
+class MultiStepTask:
+    """A question that needs several calls: the progressive flow's steps (search, schemas, one TOOL_CALL per
+    call) and direct calls, against one code-mode script; `data_heavy` when its answers are long series."""
+
+    name: str
+    query: str
+    tools: tuple[str, ...]
+    calls: tuple[tuple[str, dict[str, Any]], ...]
+    script: str
+    data_heavy: bool
+
+
+FIVE_TICKER_SCRIPT = """\
+import asyncio
+symbols = ["AAPL", "MSFT", "NVDA", "AMZN", "GOOGL"]
+series = await asyncio.gather(*[TIME_SERIES_DAILY(symbol=s) for s in symbols])
+gains = {}
+for symbol, data in zip(symbols, series):
+    bars = data["Time Series (Daily)"]
+    days = sorted(bars)
+    gains[symbol] = float(bars[days[-1]]["4. close"]) / float(bars[days[0]]["4. close"]) - 1
+best = max(gains, key=lambda s: gains[s])
+{"best": best, "gain_pct": round(gains[best] * 100, 2)}
+"""
+SMA_CROSS_SCRIPT = """\
+import asyncio
+prices, sma = await asyncio.gather(
+    TIME_SERIES_DAILY(symbol="AAPL"),
+    SMA(symbol="AAPL", interval="daily", time_period=20, series_type="close"),
+)
+bars, averages = prices["Time Series (Daily)"], sma["Technical Analysis: SMA"]
+days = sorted(d for d in bars if d in averages)[-6:]
+above = [float(bars[d]["4. close"]) > float(averages[d]["SMA"]) for d in days]
+{"above_sma_now": above[-1], "crossed_in_last_5_days": any(a != b for a, b in zip(above, above[1:]))}
+"""
+CURRENCY_CHAIN_SCRIPT = """\
+import asyncio
+to_usd, to_jpy = await asyncio.gather(
+    CURRENCY_EXCHANGE_RATE(from_currency="EUR", to_currency="USD"),
+    CURRENCY_EXCHANGE_RATE(from_currency="USD", to_currency="JPY"),
+)
+rate = lambda answer: float(answer["Realtime Currency Exchange Rate"]["5. Exchange Rate"])
+{"eur_1000_in_jpy": round(1000 * rate(to_usd) * rate(to_jpy), 2)}
+"""
+MULTI_STEP_TASKS = (
+    MultiStepTask(
+        "five-ticker comparison",
+        "daily closing prices of a stock",
+        ("TIME_SERIES_DAILY",),
+        tuple(("TIME_SERIES_DAILY", {"symbol": s}) for s in ("AAPL", "MSFT", "NVDA", "AMZN", "GOOGL")),
+        FIVE_TICKER_SCRIPT,
+        data_heavy=True,
+    ),
+    MultiStepTask(
+        "20-day SMA crossover",
+        "20 day simple moving average of apple",
+        ("SMA", "TIME_SERIES_DAILY"),
+        (
+            ("TIME_SERIES_DAILY", {"symbol": "AAPL"}),
+            ("SMA", {"symbol": "AAPL", "interval": "daily", "time_period": 20, "series_type": "close"}),
+        ),
+        SMA_CROSS_SCRIPT,
+        data_heavy=True,
+    ),
+    MultiStepTask(
+        "currency conversion chain",
+        "currency exchange rate",
+        ("CURRENCY_EXCHANGE_RATE",),
+        (
+            ("CURRENCY_EXCHANGE_RATE", {"from_currency": "EUR", "to_currency": "USD"}),
+            ("CURRENCY_EXCHANGE_RATE", {"from_currency": "USD", "to_currency": "JPY"}),
+        ),
+        CURRENCY_CHAIN_SCRIPT,
+        data_heavy=False,
+    ),
+)
+
+
+def _multi_step_section(
+    progressive: Surface, direct: Surface, code: Surface, count: _Counter, tools_list: dict[str, Any]
+) -> dict[str, Any]:
+    """What the model reads for each multi-step task: tools/list, then each call's arguments and answer."""
+    tasks = []
+    for task in MULTI_STEP_TASKS:
+        flows: dict[str, list[tuple[str, str, str]]] = {
+            "progressive": [
+                ("TOOL_SEARCH", dumps({"query": task.query}), _answer(progressive, TOOL_SEARCH, {"query": task.query})),
+                (
+                    "TOOL_GET",
+                    dumps({"tool_name": list(task.tools)}),
+                    _answer(progressive, TOOL_GET, {"tool_name": list(task.tools)}),
+                ),
+                *[
+                    (
+                        TOOL_CALL,
+                        dumps(call := {"tool_name": tool, "arguments": args}),
+                        _answer(progressive, TOOL_CALL, call),
+                    )
+                    for tool, args in task.calls
+                ],
+            ],
+            "direct": [(tool, dumps(args), _answer(direct, tool, args)) for tool, args in task.calls],
+            "code": [
+                ("TOOL_SEARCH", dumps({"query": task.query}), _answer(code, TOOL_SEARCH, {"query": task.query})),
+                (
+                    "TOOL_GET",
+                    dumps({"tool_name": list(task.tools)}),
+                    _answer(code, TOOL_GET, {"tool_name": list(task.tools)}),
+                ),
+                ("TOOL_EXECUTE", dumps({"code": task.script}), _answer(code, "TOOL_EXECUTE", {"code": task.script})),
+            ],
+        }
+        entry: dict[str, Any] = {"task": task.name, "data_heavy": task.data_heavy, "calls": len(task.calls)}
+        for flow, steps in flows.items():
+            listed = tools_list[flow]["tokens"]
+            parts = [listed] + [count(text) for _step, arguments, answer in steps for text in (arguments, answer)]
+            entry[flow] = {
+                "total": _total(parts),
+                "steps": [{"step": "tools/list", "answer": listed}]
+                + [
+                    {"step": step, "arguments": count(arguments), "answer": count(answer)}
+                    for step, arguments, answer in steps
+                ],
+            }
+        entry["code_answer"] = json.loads(flows["code"][-1][2])["result"]
+        tasks.append(entry)
+    return {
+        "label": "what the model reads: tools/list + each call's arguments + each answer (code: the script is the "
+        "arguments of TOOL_EXECUTE)",
+        "tasks": tasks,
+    }
+
+
 def _budget_checks(report: dict[str, Any]) -> list[dict[str, Any]]:
     figures = {
         "progressive_tools_list": report["tools_list"]["progressive"],
+        "code_tools_list": report["tools_list"]["code"],
         "tool_list_default": report["tool_list"]["catalog"]["names"],
         "tool_get_average": report["tool_get"]["mean"],
         "direct_tools_list": report["tools_list"]["direct"],
     }
-    return [
+    checks = [
         {"what": key, "tokens": figure["tokens"]["cl100k"], "budget": figure["budget"]}
         | {"ok": figure["tokens"]["cl100k"] <= figure["budget"]}
         for key, figure in figures.items()
         if "cl100k" in figure["tokens"]
     ]
+    for task in report.get("multi_step", {}).get("tasks", []):
+        if task["data_heavy"] and "cl100k" in task["code"]["total"]:
+            ratio = task["code"]["total"]["cl100k"] / task["progressive"]["total"]["cl100k"]
+            checks.append(
+                {"what": f"code mode / progressive, {task['task']}", "ratio": round(ratio, 3)}
+                | {"budget": CODE_MODE_MAX_SHARE, "ok": ratio <= CODE_MODE_MAX_SHARE}
+            )
+    return checks
 
 
 def budget_figures(report: dict[str, Any]) -> dict[str, float]:
     """The budgeted figures of a report (cl100k), keyed like BUDGETS."""
-    return {check["what"]: check["tokens"] for check in report["budgets"]}
+    return {check["what"]: check["tokens"] for check in report["budgets"] if "tokens" in check}
 
 
 def measure_tokens(catalog: Catalog) -> dict[str, float]:
@@ -440,6 +591,7 @@ def render(report: dict[str, Any]) -> str:
         row("progressive tools/list (4 meta-tools)", tools_list["progressive"]),
         row("direct tools/list (whole catalog)", tools_list["direct"]),
         row("hybrid tools/list", tools_list["hybrid"]),
+        row("code tools/list (TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_EXECUTE)", tools_list["code"]),
         row("TOOL_LIST detail=names, whole catalog (default)", tool_list["catalog"]["names"]),
         row("TOOL_LIST detail=summary, whole catalog", tool_list["catalog"]["summary"]),
         row(f"TOOL_SEARCH, mean of {len(search['queries'])} queries", search["mean"]),
@@ -518,12 +670,30 @@ def render(report: dict[str, Any]) -> str:
             lines += ["", f"Flows per task, total, {e}"]
             lines += _table(["flow", *task_names], per_task_rows)
 
+    if "multi_step" in report:
+        lines += ["", "Multi-step tasks: " + report["multi_step"]["label"]]
+        step_rows = []
+        for task in report["multi_step"]["tasks"]:
+            for flow in ("progressive", "direct", "code"):
+                share = ""
+                if flow == "code":
+                    ratio = task["code"]["total"][encodings[0]] / task["progressive"]["total"][encodings[0]]
+                    share = f"{ratio:.1%} of progressive"
+                step_rows.append(
+                    [task["task"] if flow == "progressive" else "", flow, *numbers(task[flow]["total"]), share]
+                )
+        lines += _table(["task", "flow", *(f"total {e}" for e in encodings), ""], step_rows)
     if "flows_skipped" in report:
         lines += ["", f"Note: {report['flows_skipped']}."]
     checks = report["budgets"]
     if checks:
         failed = [c["what"] for c in checks if not c["ok"]]
         lines += ["", "Budgets (cl100k): " + ("all hold" if not failed else "OVER: " + ", ".join(failed))]
+        lines += [
+            f"  {c['what']}: {c['ratio']:.1%} (<= {c['budget']:.0%}) {'ok' if c['ok'] else 'OVER'}"
+            for c in checks
+            if "ratio" in c
+        ]
     return "\n".join(lines)
 
 

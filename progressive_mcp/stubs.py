@@ -25,7 +25,7 @@ from progressive_mcp.spec import ResolvedParam
 PARAM_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
 JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
 HEADER = "from typing import Any, Literal, NotRequired, TypedDict\n"
-DOC_CHARS = 600  # a docstring is one paragraph: the summary and the start of the description
+DOC_CHARS = 320  # a docstring is one paragraph: the summary and the start of the description
 # Code mode always asks for JSON (what the return types describe); a script never chooses CSV.
 FORCED_JSON_PARAM = "datatype"
 
