@@ -110,17 +110,85 @@ async def run_demo(upstream_url: str, upstream_requests: Any = None) -> int:
         if upstream_requests is not None:
             print(f"    upstream requests so far: {upstream_requests()} (the free plan allows 25 a day)")
 
-    _step(6, "For comparison: the direct surface (every tool's schema up front)")
+        _step(6, f"A data-heavy question the progressive way: {FIVE_TICKER_QUESTION}")
+        heavy = _tools_tokens(tools)
+        for name, arguments in [
+            ("TOOL_SEARCH", {"query": "daily closing prices of a stock"}),
+            ("TOOL_GET", {"tool_name": "TIME_SERIES_DAILY"}),
+            *[("TOOL_CALL", {"tool_name": "TIME_SERIES_DAILY", "arguments": {"symbol": s}}) for s in FIVE_TICKERS],
+        ]:
+            result = await client.call_tool(name, arguments)
+            text = "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+            heavy += count_tokens(json.dumps(arguments)) + count_tokens(text)
+        print(f"    tools/list, TOOL_SEARCH, TOOL_GET, then 5 x TOOL_CALL of TIME_SERIES_DAILY -> {heavy:,} tokens")
+        print("    (every daily series passes through the model, only to be compared)")
+
+    code_cost = await _code_mode(upstream_url)
+    print(f"    -> code mode read {code_cost:,} tokens: {code_cost / heavy:.1%} of the progressive flow's {heavy:,}")
+
+    _step(8, "For comparison: the direct surface (every tool's schema up front)")
     direct_tools, _ = await _session(upstream_url, "direct")
     direct_cost = _tools_tokens(direct_tools)
     print(f"    tools/list -> {len(direct_tools)} tools, {direct_cost} tokens")
 
     print(
-        f"\nProgressive discovery used {spent} tokens in all for this task; listing every tool up front costs "
+        f"\nProgressive discovery used {spent} tokens in all for the AAPL price (steps 1-5); listing every tool up front costs "
         f"{direct_cost} tokens before any work starts ({direct_cost / max(spent, 1):.1f}x)."
         f"\nTokens counted with {TOKENIZER_LABEL}, on the JSON text the client received."
     )
     return 0
+
+
+FIVE_TICKERS = ("AAPL", "MSFT", "NVDA", "AMZN", "GOOGL")
+FIVE_TICKER_QUESTION = "which of AAPL, MSFT, NVDA, AMZN and GOOGL gained most over the last 100 trading days?"
+FIVE_TICKER_SCRIPT = """\
+import asyncio
+symbols = ["AAPL", "MSFT", "NVDA", "AMZN", "GOOGL"]
+series = await asyncio.gather(*[TIME_SERIES_DAILY(symbol=s) for s in symbols])
+gains = {}
+for symbol, data in zip(symbols, series):
+    bars = data["Time Series (Daily)"]
+    days = sorted(bars)
+    gains[symbol] = float(bars[days[-1]]["4. close"]) / float(bars[days[0]]["4. close"]) - 1
+best = max(gains, key=lambda s: gains[s])
+{"best": best, "gain_pct": round(gains[best] * 100, 2)}
+"""
+
+
+async def _code_mode(upstream_url: str) -> int:
+    """Step 7: the same question in code mode, one script; returns the tokens the model read."""
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "progressive_mcp", "stdio", "--mode", "code", "--upstream", upstream_url],
+        env={"ALPHAVANTAGE_API_KEY": DEMO_KEY},
+    )
+    async with Client(server, mode="auto") as client:
+        _step(7, "The same question in code mode (--mode code): one script, only its answer comes back")
+        tools = (await client.list_tools()).tools
+        spent = _tools_tokens(tools)
+        print(f"    tools/list: {', '.join(t.name for t in tools)}")
+        answers: dict[str, Any] = {}
+        for name, arguments in [
+            ("TOOL_SEARCH", {"query": "daily closing prices of a stock"}),
+            ("TOOL_GET", {"tool_name": "TIME_SERIES_DAILY"}),
+            ("TOOL_EXECUTE", {"code": FIVE_TICKER_SCRIPT}),
+        ]:
+            result = await client.call_tool(name, arguments)
+            text = "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+            spent += count_tokens(json.dumps(arguments)) + count_tokens(text)
+            answers[name] = result.structured_content
+            if result.is_error:
+                print(f"    error: {text}")
+        stub = answers["TOOL_GET"]["stubs"]
+        print("    TOOL_GET (format python) gives the typed stub:")
+        print(textwrap.indent(stub.split("async def", 1)[0].strip()[:600], "      "))
+        print(textwrap.indent("async def" + stub.split("async def", 1)[1][:300] + " ...", "      "))
+        print("    TOOL_EXECUTE runs this script in the sandbox (five calls at once):")
+        print(textwrap.indent(FIVE_TICKER_SCRIPT.rstrip(), "      "))
+        print(f"    result: {json.dumps(answers['TOOL_EXECUTE']['result'])}")
+        calls = answers["TOOL_EXECUTE"]["calls"]
+        print(f"    calls: {len(calls)} x {calls[0]['tool']}, " + ", ".join(f"{c['ms']:.0f} ms" for c in calls))
+        return spent
 
 
 def main() -> int:
