@@ -132,8 +132,8 @@ async def run_demo(upstream_url: str, upstream_requests: Any = None) -> int:
     print(f"    tools/list -> {len(direct_tools)} tools, {direct_cost} tokens")
 
     print(
-        f"\nProgressive discovery used {spent} tokens in all for the AAPL price (steps 1-5); listing every tool up front costs "
-        f"{direct_cost} tokens before any work starts ({direct_cost / max(spent, 1):.1f}x)."
+        f"\nProgressive discovery used {spent} tokens in all for the AAPL price (steps 1-5); listing every tool "
+        f"up front costs {direct_cost} tokens before any work starts ({direct_cost / max(spent, 1):.1f}x)."
         f"\nTokens counted with {TOKENIZER_LABEL}, on the JSON text the client received."
     )
     return 0
