@@ -216,10 +216,16 @@ def catalog_version(tools: tuple[CatalogTool, ...]) -> str:
     return digest.hexdigest()[:16]
 
 
-def content_hash(name: str, description: str, input_schema: Mapping[str, Any]) -> str:
-    """SHA-256 over name | description | parameters (the ScaleMCP synchronisation key)."""
+def content_hash(
+    name: str, description: str, input_schema: Mapping[str, Any], output_schema: Mapping[str, Any] | None = None
+) -> str:
+    """SHA-256 over name | description | parameters (the ScaleMCP synchronisation key), and | output schema when
+    there is one: code mode's typed stubs change with it, so the catalog version must too."""
     params = json.dumps(_thaw(input_schema), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(f"{name}|{description}|{params}".encode()).hexdigest()
+    text = f"{name}|{description}|{params}"
+    if output_schema is not None:
+        text += "|" + json.dumps(_thaw(output_schema), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _build_tool(spec: Spec, tool: ToolSpec) -> CatalogTool:
@@ -228,6 +234,7 @@ def _build_tool(spec: Spec, tool: ToolSpec) -> CatalogTool:
     if tool.premium:
         description += PREMIUM_NOTE
     schema = input_schema(params, tool.require_any)
+    output = output_schema(spec, tool.output) if tool.output is not None else None
     return CatalogTool(
         name=tool.name,
         title=tool.title or tool.name,
@@ -240,9 +247,9 @@ def _build_tool(spec: Spec, tool: ToolSpec) -> CatalogTool:
         examples=tuple(tool.examples),
         cache_ttl_s=tool.cache_ttl_s if tool.cache_ttl_s is not None else spec.api.default_cache_ttl_s,
         premium=tool.premium,
-        content_hash=content_hash(tool.name, description, schema),
+        content_hash=content_hash(tool.name, description, schema, output),
         require_any=tuple(tuple(group) for group in tool.require_any),
-        output_schema=_freeze(output_schema(spec, tool.output)) if tool.output is not None else None,
+        output_schema=_freeze(output) if output is not None else None,
     )
 
 

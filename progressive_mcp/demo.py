@@ -112,11 +112,12 @@ async def run_demo(upstream_url: str, upstream_requests: Any = None) -> int:
 
         _step(6, f"A data-heavy question the progressive way: {FIVE_TICKER_QUESTION}")
         heavy = _tools_tokens(tools)
-        for name, arguments in [
+        steps: list[tuple[str, dict[str, Any]]] = [
             ("TOOL_SEARCH", {"query": "daily closing prices of a stock"}),
             ("TOOL_GET", {"tool_name": "TIME_SERIES_DAILY"}),
             *[("TOOL_CALL", {"tool_name": "TIME_SERIES_DAILY", "arguments": {"symbol": s}}) for s in FIVE_TICKERS],
-        ]:
+        ]
+        for name, arguments in steps:
             result = await client.call_tool(name, arguments)
             text = "".join(block.text for block in result.content if isinstance(block, types.TextContent))
             heavy += count_tokens(json.dumps(arguments)) + count_tokens(text)

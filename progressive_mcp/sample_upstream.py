@@ -14,7 +14,8 @@ Every number is made up: prices are a random walk seeded from ``zlib.crc32(symbo
 from a fixed anchor day (``ANCHOR``), so every run answers the same bytes and nothing ever touches the
 network. Responses copy Alpha Vantage's wire format (field names, newest-first ordering, HTTP-200 error
 bodies, the rate-limit notice that echoes the API key) and carry ``X-Sample-Data: synthetic``; each
-"Meta Data" block says "Sample data (synthetic, offline)" in its "1. Information" field, and answers
+"Meta Data" block of a price series says "Sample data (synthetic, offline)" in its "1. Information" field (the
+technical indicators' Meta Data has no such field upstream, so theirs do not), and answers
 without one say so in a text field of their own (a name, summary, message or description).
 
 Every function of the bundled catalog (spec/alphavantage.yaml, 128 of them) answers, in JSON and, where
@@ -612,6 +613,37 @@ def overview(p: Params, faults: Faults) -> Answer:
         "DividendDate": "2026-12-10",
         "ExDividendDate": "2026-11-10",
     }
+    # The fields Alpha Vantage's OVERVIEW has added since (2024-2025), as strings like the rest.
+    ratings = [int(v) for v in rng.sample(range(0, 30), 5)]
+    payload.update(
+        {
+            "Address": f"1 {c.name.split()[0]} Way, Sampletown, USA",
+            "OfficialSite": f"https://www.{c.symbol.lower()}.example.com",
+            "PEGRatio": f"{rng.uniform(0.5, 3):.3f}",
+            "RevenuePerShareTTM": f"{revenue / shares:.2f}",
+            "OperatingMarginTTM": f"{rng.uniform(0.05, 0.45):.3f}",
+            "ReturnOnAssetsTTM": f"{rng.uniform(0.01, 0.25):.3f}",
+            "ReturnOnEquityTTM": f"{rng.uniform(0.05, 0.6):.3f}",
+            "GrossProfitTTM": str(int(revenue * rng.uniform(0.3, 0.7))),
+            "DilutedEPSTTM": f"{eps * rng.uniform(0.97, 1.0):.2f}",
+            "QuarterlyEarningsGrowthYOY": f"{rng.uniform(-0.2, 0.5):.3f}",
+            "QuarterlyRevenueGrowthYOY": f"{rng.uniform(-0.1, 0.3):.3f}",
+            "AnalystRatingStrongBuy": str(ratings[0]),
+            "AnalystRatingBuy": str(ratings[1]),
+            "AnalystRatingHold": str(ratings[2]),
+            "AnalystRatingSell": str(ratings[3] // 5),
+            "AnalystRatingStrongSell": str(ratings[4] // 10),
+            "TrailingPE": f"{price / eps:.2f}",
+            "ForwardPE": f"{price / eps * rng.uniform(0.7, 1.0):.2f}",
+            "PriceToSalesRatioTTM": f"{shares * price / revenue:.3f}",
+            "PriceToBookRatio": f"{rng.uniform(1, 40):.2f}",
+            "EVToRevenue": f"{shares * price / revenue * rng.uniform(0.95, 1.1):.3f}",
+            "EVToEBITDA": f"{rng.uniform(8, 40):.2f}",
+            "SharesFloat": str(int(shares * rng.uniform(0.85, 0.99))),
+            "PercentInsiders": f"{rng.uniform(0, 5):.3f}",
+            "PercentInstitutions": f"{rng.uniform(40, 80):.3f}",
+        }
+    )
     return Answer(payload)
 
 
@@ -690,7 +722,6 @@ def _indicator(p: Params, name: str, title: str, compute: Callable[[list[float],
     values = compute([getattr(b, series_type) for b in bars], period)
     points = [(b.stamp, v) for b, v in zip(bars, values, strict=True) if v is not None][::-1]
     meta: dict[str, Any] = {
-        "1. Information": SAMPLE_LABEL,  # our addition; the real indicator Meta Data starts at "1: Symbol"
         "1: Symbol": symbol,
         "2: Indicator": title,
         "3: Last Refreshed": bars[-1].stamp,
@@ -2391,7 +2422,6 @@ def analytics_fixed_window(p: Params, faults: Faults) -> Answer:
         "max_dt": stamps[-1],
         "ohlc": ohlc.title(),
         "interval": interval,
-        "source": SAMPLE_LABEL,
     }
     return Answer({"meta_data": meta, "payload": {"RETURNS_CALCULATIONS": results}})
 
@@ -2431,7 +2461,6 @@ def analytics_sliding_window(p: Params, faults: Faults) -> Answer:
         "max_dt": stamps[-1],
         "ohlc": ohlc.title(),
         "interval": interval,
-        "source": SAMPLE_LABEL,
     }
     return Answer({"meta_data": meta, "payload": {"RETURNS_CALCULATIONS": results}})
 
@@ -3351,6 +3380,7 @@ class Indicator:
     key: str = ""  # "Technical Analysis: <key>", when it is not the function's name
     intraday_only: bool = False
     digits: int = 4
+    fixed: tuple[tuple[str, Any], ...] = ()  # Meta Data entries after the period with constant values (T3's vFactor)
 
 
 def _fast_slow(
@@ -3424,7 +3454,12 @@ INDICATORS: dict[str, Indicator] = {
         True,
     ),
     "T3": Indicator(
-        "Triple Exponential Moving Average (T3)", ("T3",), lambda x: [sample_data.t3(x.values, x.period)], True, True
+        "Triple Exponential Moving Average (T3)",
+        ("T3",),
+        lambda x: [sample_data.t3(x.values, x.period)],
+        True,
+        True,
+        fixed=(("Volume Factor (vFactor)", 0.7),),
     ),
     "MAMA": Indicator(
         "MESA Adaptive Moving Average (MAMA)",
@@ -3679,7 +3714,6 @@ def technical_indicator(p: Params, faults: Faults) -> Answer:
         if all(v is not None for v in values)
     ][::-1]
     meta: dict[str, Any] = {
-        "1. Information": SAMPLE_LABEL,  # our addition, as in RSI and SMA
         "1: Symbol": symbol,
         "2: Indicator": spec.title,
         "3: Last Refreshed": bars[-1].stamp,
@@ -3688,6 +3722,9 @@ def technical_indicator(p: Params, faults: Faults) -> Answer:
     number = 5
     if spec.period:
         meta[f"{number}: Time Period"] = period
+        number += 1
+    for label, value in spec.fixed:
+        meta[f"{number}: {label}"] = value
         number += 1
     if spec.extras:
         for k, extra in enumerate(spec.extras, start=1):

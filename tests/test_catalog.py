@@ -217,7 +217,7 @@ def test_content_hashes_are_sha256_and_stable_across_loads(catalog: Catalog) -> 
     for tool in catalog.tools:
         assert re.fullmatch(r"[0-9a-f]{64}", tool.content_hash), tool.name
         assert again.get(tool.name).content_hash == tool.content_hash
-        assert tool.content_hash == content_hash(tool.name, tool.description, tool.input_schema)
+        assert tool.content_hash == content_hash(tool.name, tool.description, tool.input_schema, tool.output_schema)
     assert again.version == catalog.version
     assert re.fullmatch(r"[0-9a-f]{16,64}", catalog.version)
     assert catalog_version(tuple(reversed(catalog.tools))) == catalog.version

@@ -8,9 +8,8 @@ must answer text whose header line is the one their description names. The schem
 object, no array without items) and must bite: per family, an answer with a key missing, a key too many or a value
 of the wrong type fails.
 
-Where the fake and the real API differ, the schemas describe the real API. Those differences are listed below
-(`as_real` and `FAKE_OMITS`): the fake's answer is brought to the real shape before it is validated, and a test
-checks that each difference is still there, so the list cannot go stale when the fake is corrected.
+The schemas describe the real API; where the fake differed from it (indicator Meta Data, T3's volume factor,
+OVERVIEW's newer fields, the analytics meta), the fake was corrected, so its answers validate as they are.
 
 Run with: .venv/bin/python -m pytest tests/test_outputs.py -q
 """
@@ -33,51 +32,6 @@ from progressive_mcp.upstream import UpstreamClient
 
 INDICATORS = frozenset(t.name for t in Catalog.load().tools if t.category == "technicals")
 ALL_TOOLS = sorted(t.name for t in Catalog.load().tools)
-
-# ---- where the fake differs from the real API ------------------------------------------------------------------
-
-# The fake's OVERVIEW is the 2023 field list; Alpha Vantage has since added these.
-OVERVIEW_ADDITIONS = frozenset({
-    "Address", "OfficialSite", "PEGRatio", "RevenuePerShareTTM", "OperatingMarginTTM", "ReturnOnAssetsTTM",
-    "ReturnOnEquityTTM", "GrossProfitTTM", "DilutedEPSTTM", "QuarterlyEarningsGrowthYOY", "QuarterlyRevenueGrowthYOY",
-    "AnalystRatingStrongBuy", "AnalystRatingBuy", "AnalystRatingHold", "AnalystRatingSell", "AnalystRatingStrongSell",
-    "TrailingPE", "ForwardPE", "PriceToSalesRatioTTM", "PriceToBookRatio", "EVToRevenue", "EVToEBITDA", "SharesFloat",
-    "PercentInsiders", "PercentInstitutions",
-})  # fmt: skip
-# Keys the real API always sends and the fake leaves out: validated as optional, at this place of the schema.
-FAKE_OMITS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
-    "OVERVIEW": (("$defs", "CompanyOverview"), OVERVIEW_ADDITIONS),
-    # T3's Meta Data also names its volume factor (a number, 0.7 by default) before the series type.
-    "T3": (("properties", "Meta Data"), frozenset({"6: Volume Factor (vFactor)"})),
-}
-
-
-def as_real(name: str, payload: Any) -> Any:
-    """The fake's answer with what only the fake sends taken out, or renamed as the real API names it."""
-    payload = copy.deepcopy(payload)
-    if name in INDICATORS:
-        del payload["Meta Data"]["1. Information"]  # the fake's "Sample data" label; indicators have no such key
-    if name == "T3":  # numbered after the volume factor the fake leaves out
-        meta = payload["Meta Data"]
-        meta["7: Series Type"], meta["8: Time Zone"] = meta.pop("6: Series Type"), meta.pop("7: Time Zone")
-    if name in ("ANALYTICS_FIXED_WINDOW", "ANALYTICS_SLIDING_WINDOW"):
-        del payload["meta_data"]["source"]  # the fake's "Sample data" label
-    return payload
-
-
-def schema_for_fake(name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """The tool's schema with the keys the fake omits (FAKE_OMITS) no longer required."""
-    if name not in FAKE_OMITS:
-        return schema
-    schema = copy.deepcopy(schema)
-    path, omitted = FAKE_OMITS[name]
-    node = schema
-    for step in path:
-        node = node[step]
-    assert omitted <= set(node["required"]), (name, omitted - set(node["required"]))
-    node["required"] = [key for key in node["required"] if key not in omitted]
-    return schema
-
 
 # ---- fixtures -------------------------------------------------------------------------------------------------
 
@@ -144,7 +98,7 @@ def test_the_answer_fits_the_description(name: str, schemas: dict[str, Any], ans
         text = answers[name]
         assert isinstance(text, str) and text.splitlines()[0] == header.group(1), (name, text[:200])
         return
-    validator(schema_for_fake(name, schema)).validate(as_real(name, answers[name]))
+    validator(schema).validate(answers[name])
 
 
 @pytest.mark.parametrize("name", ["REALTIME_OPTIONS", "REALTIME_OPTIONS_FMV"])
@@ -152,19 +106,6 @@ def test_option_chains_without_greeks_fit_too(name: str, schemas: dict[str, Any]
     payload = answers[f"{name} without greeks"]
     assert payload["data"] and "delta" not in payload["data"][0]
     validator(schemas[name]).validate(payload)
-
-
-@pytest.mark.parametrize("name", sorted({*FAKE_OMITS, "T3", "ANALYTICS_FIXED_WINDOW", "ANALYTICS_SLIDING_WINDOW"}))
-def test_each_listed_difference_of_the_fake_is_still_there(
-    name: str, schemas: dict[str, Any], answers: dict[str, Any]
-) -> None:
-    """The fake's raw answer does not fit the real API's shape: once the fake is corrected, drop its entry here."""
-    assert not validator(schemas[name]).is_valid(answers[name])
-
-
-def test_every_indicator_answer_carries_the_fakes_label(answers: dict[str, Any]) -> None:
-    """as_real drops "1. Information" from each indicator's Meta Data: the fake must still send it (see above)."""
-    assert all("1. Information" in answers[name]["Meta Data"] for name in INDICATORS)
 
 
 # ---- the descriptions are precise -------------------------------------------------------------------------------
@@ -345,8 +286,8 @@ def test_a_wrong_answer_fails(
     schemas: dict[str, Any],
     answers: dict[str, Any],
 ) -> None:
-    check = validator(schema_for_fake(name, schemas[name]))
-    answer = as_real(name, answers[name])
+    check = validator(schemas[name])
+    answer = copy.deepcopy(answers[name])
     assert check.is_valid(answer), name
     change(where(answer))
     assert not check.is_valid(answer), f"{name} accepts an answer with {wrong}"
