@@ -28,8 +28,7 @@ TOOL_EXECUTE = "TOOL_EXECUTE"
 MAX_CODE_CHARS = 20_000  # a script that calls a few tools and computes an answer is a few hundred
 MAX_STUB_SETS = 256  # stub modules kept, by the tools a script names
 EXECUTE_HINT = (
-    "Python with top-level await; each tool is an async function (stubs: TOOL_GET format python). "
-    "Only the last expression's value and prints come back."
+    "Run a Python script that awaits tools as async functions (see TOOL_GET); returns its last value and prints."
 )
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -128,7 +128,7 @@ def code_tool_definitions(catalog: Catalog, tools: tuple[CatalogTool, ...] | Non
     get["title"] = "Get tool stubs"
     get["description"] = f"Typed Python stubs (or JSON schemas) of up to {MAX_GET} tools, by name."
     get["inputSchema"]["properties"]["format"] = {"type": "string", "enum": list(GET_FORMATS)}
-    get["outputSchema"] = _object({"stubs": {"type": "string"}, "tools": {"type": "array"}})
+    get["outputSchema"] = _object({"stubs": {"type": "string"}})
     return [definitions[TOOL_LIST], search, get, execute_definition()]
 
 
@@ -283,8 +283,8 @@ class MetaTools:
             raise self._bad(TOOL_GET, f"format must be one of {', '.join(GET_FORMATS)}", self.code_definitions)
         result = self.tool_get({"tool_name": args.get("tool_name")})
         found = [self.lookup(entry["name"]) for entry in result["tools"]]
-        if chosen == "python":
-            result["tools"] = [t.name for t in found]
+        if chosen == "python":  # the names are in the stubs
+            del result["tools"]
             result["stubs"] = tool_stubs(found)
         else:
             result["tools"] = [

@@ -60,7 +60,7 @@ class CallLog:
     error: str | None = None
 
     def as_json(self) -> dict[str, Any]:
-        entry: dict[str, Any] = {"tool": self.tool, "ms": round(self.ms, 1), "cached": self.cached}
+        entry: dict[str, Any] = {"tool": self.tool, "ms": round(self.ms), "cached": self.cached}
         if self.error is not None:
             entry["error"] = self.error
         return entry

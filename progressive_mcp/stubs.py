@@ -12,7 +12,6 @@ that is not an identifier, like "05. price", uses TypedDict's functional form). 
 
 from __future__ import annotations
 
-import json
 import keyword
 import re
 from collections.abc import Iterable, Mapping
@@ -24,8 +23,8 @@ from progressive_mcp.spec import ResolvedParam
 
 PARAM_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
 JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
-HEADER = "from typing import Any, Literal, NotRequired, TypedDict\n"
-DOC_CHARS = 320  # a docstring is one paragraph: the summary and the start of the description
+TYPING_NAMES = ("Any", "Literal", "NotRequired", "TypedDict")
+DOC_CHARS = 160  # a docstring is one paragraph: the summary and the start of the description
 # Code mode always asks for JSON (what the return types describe); a script never chooses CSV.
 FORCED_JSON_PARAM = "datatype"
 
@@ -48,7 +47,9 @@ def tool_stubs(tools: Iterable[CatalogTool]) -> str:
     """A stub module declaring `tools` and the return types they need (each type declared once)."""
     writer = _StubWriter()
     functions = [writer.function(tool) for tool in tools]
-    return HEADER + "".join(f"\n{d}\n" for d in writer.declarations) + "".join(f"\n\n{f}" for f in functions)
+    body = "".join(f"\n{d}\n" for d in writer.declarations) + "".join(f"\n\n{f}" for f in functions)
+    used = [name for name in TYPING_NAMES if re.search(rf"\b{name}\b", body)]  # import what is used, no more
+    return (f"from typing import {', '.join(used)}\n" if used else "") + body
 
 
 @dataclass
@@ -71,7 +72,8 @@ class _StubWriter:
             if arguments
             else (f"async def {python_name(tool.name)}() -> {returns}:")
         )
-        return f'{signature}\n    """{_docstring(tool)}"""\n    ...'
+        quotes = "'" * 3  # not double quotes: stubs travel inside JSON strings, where each one costs an escape
+        return f"{signature}\n    {quotes}{_docstring(tool)}{quotes}\n    ..."
 
     def _type(self, schema: Mapping[str, Any], hint: str, defs: Mapping[str, Any]) -> str:
         if "$ref" in schema:
@@ -126,7 +128,9 @@ class _StubWriter:
         required = set(schema.get("required") or ())
         fields = {}
         for key, member in properties.items():
-            member_type = self._type(member, hint + _camel(key), defs)
+            keyed_by_data = not member.get("properties") and isinstance(member.get("additionalProperties"), dict)
+            # A map keyed by data (dates, symbols) names its entries after the parent ("SmaValue"), not the key.
+            member_type = self._type(member, hint if keyed_by_data else hint + _camel(key), defs)
             fields[key] = member_type if key in required else f"NotRequired[{member_type}]"
         name = hint if exact or hint not in self._declared else self._fresh(hint)
         self._declared[name] = ""  # reserved while its members are declared (they come first in the module)
@@ -134,8 +138,8 @@ class _StubWriter:
             body = "\n".join(f"    {key}: {kind}" for key, kind in fields.items())
             self._declare(name, f"class {name}(TypedDict):\n{body}")
         else:
-            members = ", ".join(f"{json.dumps(key)}: {kind}" for key, kind in fields.items())
-            self._declare(name, f'{name} = TypedDict("{name}", {{{members}}})')
+            members = ", ".join(f"{_literal(key)}: {kind}" for key, kind in fields.items())
+            self._declare(name, f"{name} = TypedDict('{name}', {{{members}}})")
         return name
 
     def _declare(self, name: str, text: str) -> None:
@@ -161,13 +165,14 @@ def _parameter(param: ResolvedParam) -> str:
 
 
 def _literal(value: Any) -> str:
-    """A JSON scalar as Python source: "a" (double quotes), 5, 1.5, True, None."""
-    return json.dumps(value) if isinstance(value, str) else repr(value)
+    """A JSON scalar as Python source: 'a', 5, 1.5, True, None. Single quotes, because stubs travel inside JSON
+    strings, where every double quote costs an escape (and tokens)."""
+    return repr(value)
 
 
 def _docstring(tool: CatalogTool) -> str:
     text = tool.summary if tool.description.startswith(tool.summary) else f"{tool.summary} {tool.description}"
-    text = " ".join(text.split()).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    text = " ".join(text.split()).replace("\\", "\\\\").replace("'''", "\\'\\'\\'")
     return text if len(text) <= DOC_CHARS else text[: DOC_CHARS - 1].rsplit(" ", 1)[0] + " …"
 
 
