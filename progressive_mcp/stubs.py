@@ -45,7 +45,8 @@ def forced_json(tool: CatalogTool) -> bool:
 
 def tool_stubs(tools: Iterable[CatalogTool]) -> str:
     """A stub module declaring `tools` and the return types they need (each type declared once)."""
-    writer = _StubWriter()
+    tools = list(tools)
+    writer = _StubWriter(functions={python_name(t.name) for t in tools})
     functions = [writer.function(tool) for tool in tools]
     body = "".join(f"\n{d}\n" for d in writer.declarations) + "".join(f"\n\n{f}" for f in functions)
     used = [name for name in TYPING_NAMES if re.search(rf"\b{name}\b", body)]  # import what is used, no more
@@ -57,6 +58,7 @@ class _StubWriter:
     """Turns output schemas into TypedDict declarations (named after $defs, or after the tool and key path)."""
 
     declarations: list[str] = field(default_factory=list)
+    functions: set[str] = field(default_factory=set)  # the module's function names: no type may take one
     _declared: dict[str, str] = field(default_factory=dict)  # type name -> its declaration, to reuse and dedupe
 
     def function(self, tool: CatalogTool) -> str:
@@ -99,6 +101,7 @@ class _StubWriter:
     def _named(self, name: str, schema: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
         """A shared output's type: a TypedDict under the shared name, or an alias of what it describes
         (the spec forbids a shared output that uses itself, so this cannot loop)."""
+        name = self._not_a_function(name)
         if name in self._declared:
             return name
         if (
@@ -132,6 +135,7 @@ class _StubWriter:
             # A map keyed by data (dates, symbols) names its entries after the parent ("SmaValue"), not the key.
             member_type = self._type(member, hint if keyed_by_data else hint + _camel(key), defs)
             fields[key] = member_type if key in required else f"NotRequired[{member_type}]"
+        hint = self._not_a_function(hint)
         name = hint if exact or hint not in self._declared else self._fresh(hint)
         self._declared[name] = ""  # reserved while its members are declared (they come first in the module)
         if all(key.isidentifier() and not keyword.iskeyword(key) for key in fields):
@@ -145,6 +149,10 @@ class _StubWriter:
     def _declare(self, name: str, text: str) -> None:
         self._declared[name] = text
         self.declarations.append(text)
+
+    def _not_a_function(self, name: str) -> str:
+        """A type name that is not one of the module's functions ("T3", the indicator, returns `T3Data`)."""
+        return f"{name}Data" if name in self.functions else name
 
     def _fresh(self, hint: str) -> str:
         number = 2
