@@ -35,6 +35,8 @@ DEFAULT_MAX_CALLS = 50
 DEFAULT_MAX_PRINTED_BYTES = 1024 * 1024  # collected; what comes back is also cut to the token budget
 MAX_CONCURRENT_CALLS = 8  # tool calls of one script in flight at once
 POOL_WORKERS = 4  # Monty worker processes kept for scripts (each checkout takes one)
+MAX_RECURSION_DEPTH = 200  # ample for a script's own helpers; a runaway recursion stops early
+MAX_MESSAGE_CHARS = 2_000  # an error message that quotes a huge value is cut (what comes back has a budget)
 
 # (keyword arguments, deadline) -> (data, whether it came from the cache); raises ToolCallFailed.
 ToolFunction = Callable[[dict[str, Any], float], tuple[Any, bool]]
@@ -171,7 +173,7 @@ class Sandbox:
         sandbox_limits = {
             "max_memory": limits.memory_mb * 1024 * 1024,
             "max_feed_duration_secs": max(0.1, limits.wall_s),
-            "max_recursion_depth": 200,
+            "max_recursion_depth": MAX_RECURSION_DEPTH,
         }
         try:
             with pool.checkout(
@@ -194,11 +196,12 @@ class Sandbox:
                         snapshot = session.feed_start(
                             code, external_lookup=lookup, print_callback=printed, skip_type_check=True
                         )
-                    result = run.drive(snapshot)
+                    result = run.drive(snapshot, code)
                 finally:
                     run.stop()
         except ScriptError as exc:
             exc.printed, exc.calls = exc.printed or _output(printed), calls
+            run.mark_unsent()
             raise
         except monty.MontySyntaxError as exc:
             raise ScriptError("syntax", _first_lines(exc.display()), line=_line(exc), calls=calls) from None
@@ -225,8 +228,10 @@ class _Run:
     clock: Callable[[], float]
     _executor: concurrent.futures.ThreadPoolExecutor | None = None
     _inflight: dict[int, concurrent.futures.Future[Any]] = field(default_factory=dict)
+    # Calls made and not yet awaited: call id -> (function, arguments, log, tool name, line).
+    _waiting: dict[int, tuple[ToolFunction, dict[str, Any], CallLog, str, int]] = field(default_factory=dict)
 
-    def drive(self, snapshot: Any) -> Any:
+    def drive(self, snapshot: Any, code: str) -> Any:
         import pydantic_monty as monty
 
         while not isinstance(snapshot, monty.MontyComplete):
@@ -234,15 +239,30 @@ class _Run:
             if isinstance(snapshot, monty.NameLookupSnapshot):
                 snapshot = snapshot.resume_auto()  # tool names resolve to host functions; others are NameError
             elif isinstance(snapshot, monty.FunctionSnapshot):
-                snapshot = self._call(snapshot)
+                snapshot = self._call(snapshot, code)
             elif isinstance(snapshot, monty.FutureSnapshot):
                 snapshot = snapshot.resume(self._settle(snapshot.pending_call_ids))
             else:  # pragma: no cover - every snapshot kind of pydantic-monty 1.4 is handled above
                 raise ScriptError("runtime", f"unexpected sandbox state {type(snapshot).__name__}")
+        if self._waiting:  # calls the script made and never awaited: they were never sent
+            name, line = next(iter(self._waiting.values()))[3:5]
+            raise ScriptError(
+                "runtime",
+                f"line {line}: {name}(...) was never awaited, so it was not sent: write `await {name}(...)`, or "
+                "gather several with `await asyncio.gather(...)`",
+                line=line,
+            )
         return snapshot.output
 
-    def _call(self, snapshot: Any) -> Any:
-        if snapshot.is_os_function:  # files, environment, clock sleeps...: a script has none of them
+    def _call(self, snapshot: Any, code: str) -> Any:
+        line = code.count("\n", 0, snapshot.position.start) + 1
+        if snapshot.is_os_function:
+            if snapshot.function_name in ("import", "import_stubs"):  # a module Monty does not have
+                module = snapshot.args[0] if snapshot.args else "?"
+                module = module[0] if isinstance(module, list | tuple) and module else module
+                message = f"No module named {module!r} in the sandbox (line {line}); use Monty's own modules"
+                return snapshot.resume({"exc_type": "ModuleNotFoundError", "message": message})
+            # files, the environment...: a script has none of them
             message = f"{snapshot.function_name} is not available: scripts can only call the catalog's tools"
             return snapshot.resume({"exc_type": "PermissionError", "message": message})
         name = str(snapshot.function_name)
@@ -257,13 +277,13 @@ class _Run:
                 "limit",
                 f"The script tried more than {self.limits.max_calls} tool calls (the max_calls limit); make fewer "
                 "calls, e.g. ask one tool for several items at once",
+                line=line,
                 limit="max_calls",
             )
         log = CallLog(name)
         self.calls.append(log)
-        if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(MAX_CONCURRENT_CALLS, thread_name_prefix="script")
-        self._inflight[snapshot.call_id] = self._executor.submit(self._timed, function, dict(snapshot.kwargs), log)
+        # Sent when the script awaits it (alone or gathered): a call never awaited is never sent.
+        self._waiting[snapshot.call_id] = (function, dict(snapshot.kwargs), log, name, line)
         return snapshot.resume({"future": ...})
 
     def _timed(self, function: ToolFunction, arguments: dict[str, Any], log: CallLog) -> Any:
@@ -278,6 +298,13 @@ class _Run:
             log.ms = (time.perf_counter() - started) * 1000
 
     def _settle(self, pending: list[int]) -> dict[int, Any]:
+        for call_id in pending:  # what the script now waits for is sent, all of it at once
+            waiting = self._waiting.pop(call_id, None)
+            if waiting is not None:
+                if self._executor is None:
+                    self._executor = concurrent.futures.ThreadPoolExecutor(MAX_CONCURRENT_CALLS, "script")
+                function, arguments, log = waiting[:3]
+                self._inflight[call_id] = self._executor.submit(self._timed, function, arguments, log)
         futures = [self._inflight[i] for i in pending if i in self._inflight]
         left = self.ends_at - self.clock()
         concurrent.futures.wait(futures, timeout=max(0.0, left), return_when=concurrent.futures.FIRST_COMPLETED)
@@ -305,6 +332,11 @@ class _Run:
                 "smaller calls, and gather independent ones with asyncio.gather",
                 limit="wall_s",
             )
+
+    def mark_unsent(self) -> None:
+        """In the call log, the calls the script made but never got to send (it stopped first)."""
+        for waiting in self._waiting.values():
+            waiting[2].error = "NotSent"
 
     def stop(self) -> None:
         if self._executor is not None:
@@ -357,6 +389,9 @@ def _runtime_error(exc: Any, printed: str, calls: list[CallLog], limits: ScriptL
     last = text.strip().splitlines()[-1] if text.strip() else ""
     frames = exc.traceback()
     line = frames[-1].line if frames else None
+    if line is None:  # refused while the checker read the imports: the host put the line in its message
+        said = re.search(r"\(line (\d+)\)", last)
+        line = int(said.group(1)) if said else None
     over = re.search(r"> (\d+) bytes", last) if last.startswith("MemoryError") else None
     if over is not None and int(over.group(1)) == limits.max_printed_bytes:  # the print collector's cap
         message = f"The script printed more than {limits.max_printed_bytes:,} bytes (the max_printed_bytes limit)"
@@ -368,7 +403,8 @@ def _runtime_error(exc: Any, printed: str, calls: list[CallLog], limits: ScriptL
         message = "The script ran out of time (the wall_s limit)"
         return ScriptError("limit", message, line=line, printed=printed, calls=calls, limit="wall_s")
     if last.startswith("RecursionError"):
-        return ScriptError("limit", f"{last} (the recursion limit)", line=line, printed=printed, calls=calls)
+        message = f"{last} (the recursion limit, {MAX_RECURSION_DEPTH} calls deep)"
+        return ScriptError("limit", message, line=line, printed=printed, calls=calls, limit="max_recursion_depth")
     return ScriptError("runtime", _first_lines(text, 30), line=line, printed=printed, calls=calls)
 
 
@@ -396,8 +432,10 @@ def _typing_line(message: str) -> int | None:
 
 
 def _first_lines(text: str, count: int = 12) -> str:
-    lines = text.strip().splitlines()
-    return "\n".join(lines[:count] + (["…"] if len(lines) > count else []))
+    """The start of a message: its first `count` lines, each and all cut to a readable length."""
+    lines = [line if len(line) <= 500 else line[:499] + "…" for line in text.strip().splitlines()]
+    shown = "\n".join(lines[:count] + (["…"] if len(lines) > count else []))
+    return shown if len(shown) <= MAX_MESSAGE_CHARS else shown[: MAX_MESSAGE_CHARS - 1] + "…"
 
 
 def _plain(value: Any) -> Any:

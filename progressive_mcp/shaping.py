@@ -20,6 +20,8 @@ from progressive_mcp.tokens import dumps, fits_budget
 
 # A dict with at least this many members, all of them containers, is a series (dated bars, ...).
 SERIES_MIN_MEMBERS = 12
+# Room kept for the `truncated` note when a script's answer is cut (the note itself is ~60 tokens).
+NOTE_TOKENS = 150
 
 
 def shape_result(
@@ -168,6 +170,8 @@ def shape_script_answer(answer: dict[str, Any], budget_tokens: int) -> dict[str,
     printed text keeps its start and end, the result its first entries (as a tool's answer would)."""
     if fits_budget(dumps(answer), budget_tokens):
         return answer
+    budget = budget_tokens  # what comes back in all, the note about the cut included
+    budget_tokens = max(budget - NOTE_TOKENS, budget // 2)  # for the cut parts
     cut: dict[str, Any] = dict(answer)
     notes: list[str] = []
     printed = str(answer.get("printed") or "")
@@ -210,7 +214,7 @@ def shape_script_answer(answer: dict[str, Any], budget_tokens: int) -> dict[str,
                 length //= 2
             notes.append(f"result cut to its first {len(cut['result_excerpt']):,} of {len(text):,} characters")
     cut["truncated"] = {
-        "note": f"Answer cut to fit the {budget_tokens}-token budget: {'; '.join(notes)}. Return less: aggregate "
+        "note": f"Answer cut to fit the {budget}-token budget: {'; '.join(notes)}. Return less: aggregate "
         "in the script and print or return only what is needed."
     }
     return cut
