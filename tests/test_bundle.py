@@ -23,6 +23,7 @@ from infra import bundling
 from infra.bundling import (
     ASSET_INFO,
     LOCAL_ONLY_FILES,
+    MONTY_BINARY,
     AssetInputs,
     BundleError,
     BundleTarget,
@@ -53,6 +54,8 @@ FORBIDDEN: tuple[str, ...] = (
 FORBIDDEN += ("_pytest", "moto")
 AARCH64 = 0xB7  # ELF e_machine of AArch64
 X86_64 = 0x3E
+# The Lambda Python 3.13 runtime is Amazon Linux 2023: glibc 2.34. A manylinux_2_X wheel needs glibc >= 2.X.
+LAMBDA_GLIBC = (2, 34)
 
 INVOKE = """
 import json, os, sys
@@ -127,7 +130,7 @@ def test_asset_holds_the_handler_code_and_runtime_dependencies_only(host_asset: 
     assert [name for name in top if name.startswith("mcp_types-") and name.endswith(".dist-info")]  # kept
     for local_only in LOCAL_ONLY_FILES:
         assert not (host_asset / local_only).exists(), local_only
-    assert not (host_asset / "bin").exists()
+    assert [path.name for path in (host_asset / "bin").iterdir()] == ["monty"]  # no console scripts but monty
     assert not list(host_asset.rglob("tests"))
     assert json.loads((host_asset / "spec" / "alphavantage.json").read_text())["tools"]
 
@@ -154,6 +157,25 @@ def test_lambda_asset_is_aarch64_for_the_runtime_python(lambda_asset: Path) -> N
     assert len(spec["tools"]) > 100
     for forbidden in FORBIDDEN:
         assert forbidden not in _top_level(lambda_asset), forbidden
+
+
+def test_lambda_asset_carries_code_modes_aarch64_client_and_monty_binary(lambda_asset: Path) -> None:
+    tag = f"cpython-{StackConfig().python_runtime.replace('.', '')}-aarch64-linux-gnu"
+    [client] = (lambda_asset / "pydantic_monty").glob(f"_monty.{tag}.so")
+    assert _elf_machine(client) == AARCH64
+    binary = lambda_asset / MONTY_BINARY
+    assert [path.name for path in binary.parent.iterdir()] == ["monty"]
+    assert _elf_machine(binary) == AARCH64
+    assert binary.stat().st_mode & 0o777 == 0o755  # CDK's zip keeps the mode; Lambda's user is not the owner
+    # The binary's wheel says which glibc it needs at least; the runtime's must be as new.
+    [wheel] = lambda_asset.glob("pydantic_monty_runtime-*.dist-info/WHEEL")
+    [platform] = [line.split("-")[-1] for line in wheel.read_text().splitlines() if line.startswith("Tag:")]
+    _, major, minor, arch = platform.split("_", 3)
+    assert arch == "aarch64" and (int(major), int(minor)) <= LAMBDA_GLIBC, platform
+    # The client's optional telemetry (opentelemetry-api) is not pulled in; typing_extensions is (pydantic's too).
+    top = _top_level(lambda_asset)
+    assert "opentelemetry" not in top
+    assert "typing_extensions.py" in top
 
 
 def test_lambda_asset_bytecode_is_for_the_runtime_or_absent(lambda_asset: Path) -> None:
