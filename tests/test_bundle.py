@@ -269,6 +269,8 @@ def test_code_mode_runs_from_the_asset_alone_and_survives_freezes_and_dead_worke
     assert first["monty"].startswith(str(host_asset) + os.sep)  # the client: the asset's
     workers = first["workers"]
     assert workers and set(workers.values()) == {str((host_asset / MONTY_BINARY).resolve())}  # the binary: too
+    requests = [json.loads(line) for line in instance.lines if line.startswith('{"_aws"') and '"Requests"' in line]
+    assert requests[-1]["tool"] == "TOOL_EXECUTE"  # a metric dimension of its own, not "other"
 
     # Frozen whole between invocations (handler and workers alike), as Lambda does, then thawed.
     os.killpg(instance.process.pid, signal.SIGSTOP)
