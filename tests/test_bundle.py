@@ -2,8 +2,10 @@
 
 A host-platform asset (this machine, this Python, no --platform) is copied into a temporary directory and the
 handler is imported and invoked from it in a clean interpreter (`-I -S`: no site-packages, no PYTHONPATH), so
-anything the asset lacks fails the import. The real asset (Lambda aarch64, the runtime's Python) is checked for
-what it must and must not contain. Both come from the bundler's cache when their inputs are unchanged.
+anything the asset lacks fails the import; code mode's scripts run there on the asset's own pydantic_monty client
+and monty binary, over several invocations of one instance (frozen and thawed, its workers killed). The real asset
+(Lambda aarch64, the runtime's Python) is checked for what it must and must not contain. Both come from the
+bundler's cache when their inputs are unchanged.
 
 Run with: .venv/bin/python -m pytest tests/test_bundle.py -q
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -374,8 +377,8 @@ def test_lambda_asset_carries_code_modes_aarch64_client_and_monty_binary(lambda_
     # The binary's wheel says which glibc it needs at least; the runtime's must be as new.
     [wheel] = lambda_asset.glob("pydantic_monty_runtime-*.dist-info/WHEEL")
     [platform] = [line.split("-")[-1] for line in wheel.read_text().splitlines() if line.startswith("Tag:")]
-    _, major, minor, arch = platform.split("_", 3)
-    assert arch == "aarch64" and (int(major), int(minor)) <= LAMBDA_GLIBC, platform
+    glibc = re.fullmatch(r"manylinux_(\d+)_(\d+)_aarch64", platform.replace("manylinux2014", "manylinux_2_17"))
+    assert glibc and (int(glibc[1]), int(glibc[2])) <= LAMBDA_GLIBC, platform
     # The client's optional telemetry (opentelemetry-api) is not pulled in; typing_extensions is (pydantic's too).
     top = _top_level(lambda_asset)
     assert "opentelemetry" not in top
