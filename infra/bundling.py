@@ -1,9 +1,9 @@
 """Builds the Lambda code asset on this machine, without Docker, and caches it by a hash of its inputs.
 
 The asset is what `/var/task` holds in Lambda: the handler's runtime dependencies as wheels for the target
-(Linux aarch64, CPython 3.X), the `progressive_mcp` and `lambda_fn` packages, the spec compiled to JSON, and
-bytecode compiled by an interpreter of the runtime's exact version when one is found (Lambda's file system is
-read-only, so without it every cold start compiles the modules it imports).
+(Linux aarch64, CPython 3.X) with code mode's `monty` binary in bin/, the `progressive_mcp` and `lambda_fn`
+packages, the spec compiled to JSON, and bytecode compiled by an interpreter of the runtime's exact version when
+one is found (Lambda's file system is read-only, so without it every cold start compiles the modules it imports).
 
 Example::
 
@@ -51,6 +51,10 @@ EXCLUDED_DEPENDENCIES = frozenset({"mcp"})
 PROVIDED_BY_RUNTIME = frozenset({"boto3", "botocore", "s3transfer"})
 EXTRA_DEPENDENCIES = ("aws-lambda-powertools",)  # from the `aws` extra, with its version bounds
 TASK_ROOT = "/var/task"
+# The one program the asset keeps from pip's scripts directory (bin/): code mode's sandbox workers run it as
+# subprocesses. pydantic-monty-runtime installs it there; the Lambda runtime's own scripts directory is elsewhere
+# (/var/lang/bin), so the stack points pydantic_monty at it with MONTY_BIN=/var/task/bin/monty.
+MONTY_BINARY = "bin/monty"
 ASSET_INFO = "asset-info.json"
 CACHE_DIR = Path(".cache") / "lambda-asset"
 CACHE_KEEP = 4  # built assets kept in the cache (each ~100 MB): the most recently used
@@ -364,8 +368,9 @@ def pip_failure(target: str, stderr: str) -> str:
 
 
 def _prune_dependencies(out: Path) -> None:
-    """Drop what Lambda never uses: console scripts, bytecode of another Python, dependencies' test suites."""
-    shutil.rmtree(out / "bin", ignore_errors=True)
+    """Drop what Lambda never uses: console scripts (all but the monty binary), bytecode of another Python,
+    dependencies' test suites."""
+    _keep_only_monty(out)
     for path in sorted(out.rglob("*"), reverse=True):  # deepest first, so removed directories are not revisited
         if not path.exists():
             continue
@@ -373,6 +378,26 @@ def _prune_dependencies(out: Path) -> None:
             shutil.rmtree(path)
         elif path.suffix == ".pyc":
             path.unlink()
+
+
+def _keep_only_monty(out: Path) -> None:
+    """bin/ keeps the monty binary alone, readable and executable by anyone (Lambda runs the function as another
+    user than the one who unzips it, and CDK's zip keeps each file's mode); pip's Python entry points go."""
+    scripts = out / "bin"
+    monty = out / MONTY_BINARY
+    if not monty.is_file():
+        if (out / "pydantic_monty").is_dir():
+            raise BundleError(f"pip installed pydantic_monty but no {MONTY_BINARY} (pydantic-monty-runtime)")
+        shutil.rmtree(scripts, ignore_errors=True)
+        return
+    for path in scripts.iterdir():
+        if path == monty:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    monty.chmod(0o755)
 
 
 def _is_dependency_tests(path: Path, out: Path) -> bool:

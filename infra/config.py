@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 AUTH_MODES = ("passthrough", "server-key")
-SURFACE_MODES = ("progressive", "direct", "hybrid")
+SURFACE_MODES = ("progressive", "direct", "hybrid", "code")
 ENDPOINTS = ("http-api", "function-url")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 PYTHON_RUNTIMES = ("3.12", "3.13", "3.14")
@@ -32,6 +32,11 @@ LOG_RETENTION_DAYS += (1827, 2192, 2557, 2922, 3288, 3653)
 HTTP_API_MAX_TIMEOUT_S = 30  # API Gateway HTTP APIs end an integration after 30 s, whatever the function's timeout
 UPSTREAM_TIMEOUT_MARGIN_S = 5  # left to the function after an upstream timeout: error result, logs, metrics
 DEFAULT_UPSTREAM_TIMEOUT_S = 20
+# Code mode (any caller may ask for ?mode=code, whatever `mode` says) runs a Monty worker process beside the handler:
+# measured, the handler peaks at ~100-140 MB and the worker at ~40 MB plus the script's heap (64 MB by default,
+# PMCP_SCRIPT_MEMORY_MB), ~250 MB together. Below this, the stack warns that a script near its memory limit, with a
+# large upstream answer in flight, can get the function killed for running out of memory.
+CODE_MODE_MEMORY_MB = 512
 SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$")
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
@@ -61,8 +66,11 @@ class StackConfig:
     python_runtime: str = "3.13"
     # CPU is proportional to memory (1769 MB = 1 vCPU). The init phase (~0.4 CPU-s here) and the tokenizer's first
     # load (~0.55 CPU-s, RSS to ~140 MB) are CPU-bound: 1024 halves those waits against 512 at the same cost for
-    # CPU work (twice the rate for half the time); time spent waiting on the upstream costs twice as much.
+    # CPU work (twice the rate for half the time); time spent waiting on the upstream costs twice as much. Code
+    # mode's worker needs ~110 MB more at its limit (see CODE_MODE_MEMORY_MB): well within 1024.
     memory_mb: int = 1024
+    # 30: API Gateway's limit. A script's default wall time (PMCP_SCRIPT_WALL_S, 20 s) fits within the deadline
+    # below (timeout_s - 5), so the function still answers when a script is stopped at its limit.
     timeout_s: int = 30
     upstream_timeout_s: float | None = None  # default: min(20, timeout_s - 5)
     deadline_s: float | None = None  # one tool call's whole upstream work, retries included; default: timeout_s - 5

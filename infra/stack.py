@@ -52,8 +52,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct, IConstruct
 
-from infra.bundling import TASK_ROOT, AssetInputs, BundleTarget, local_bundler
-from infra.config import StackConfig
+from infra.bundling import MONTY_BINARY, TASK_ROOT, AssetInputs, BundleTarget, local_bundler
+from infra.config import CODE_MODE_MEMORY_MB, StackConfig
 
 SERVICE = "progressive-mcp"
 METRICS_NAMESPACE = "ProgressiveMCP"  # the handler's EMF namespace (lambda_fn.handler.NAMESPACE)
@@ -199,6 +199,9 @@ class ProgressiveMcpStack(Stack):
             "PMCP_AUTH_MODE": config.auth_mode,
             "PMCP_UPSTREAM_TIMEOUT_S": f"{config.effective_upstream_timeout_s:g}",
             "PMCP_DEADLINE_S": f"{config.effective_deadline_s:g}",
+            # Code mode's sandbox workers (whatever the default mode: callers may ask for ?mode=code). pydantic_monty
+            # looks in the interpreter's scripts directory, which on Lambda is the runtime's, not the asset's bin/.
+            "MONTY_BIN": f"{TASK_ROOT}/{MONTY_BINARY}",
             "POWERTOOLS_SERVICE_NAME": SERVICE,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             "POWERTOOLS_LOG_LEVEL": config.log_level,
@@ -243,6 +246,13 @@ class ProgressiveMcpStack(Stack):
                 "by a local interpreter of that version: Lambda cannot write .pyc files, so without it every cold "
                 "start compiles every module (cold import ~770 ms against ~500 ms with bytecode, bench/asset.py). "
                 "The runtime is supported by AWS; move to 3.14 once the build machine has a 3.14 interpreter.",
+            )
+        if config.memory_mb < CODE_MODE_MEMORY_MB:
+            Annotations.of(function).add_warning_v2(
+                "progressive-mcp:code-mode-memory",
+                f"memory_mb={config.memory_mb}: code mode (any caller can ask for ?mode=code) runs a sandbox worker "
+                f"beside the handler, ~250 MB together at a script's memory limit; a script near it can get the "
+                f"function killed below {CODE_MODE_MEMORY_MB} MB",
             )
         if config.endpoint == "function-url" and config.reserved_concurrency is None:
             Annotations.of(function).add_warning_v2(

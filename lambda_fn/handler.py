@@ -28,6 +28,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from lambda_fn.aws import endpoint_from_environment
+from progressive_mcp.codemode import TOOL_EXECUTE
 from progressive_mcp.endpoint import Endpoint, Exchange, HttpRequest, HttpResponse
 from progressive_mcp.metatools import META_TOOL_NAMES
 
@@ -35,6 +36,7 @@ SERVICE = "progressive-mcp"
 NAMESPACE = "ProgressiveMCP"
 # Dimension values come from a fixed set, so a caller cannot create CloudWatch metrics at will.
 KNOWN_METHODS = frozenset({"initialize", "ping", "server/discover", "tools/list", "tools/call"})
+META_TOOLS = frozenset({*META_TOOL_NAMES, TOOL_EXECUTE})  # code mode's TOOL_EXECUTE too
 # Tool errors that are the upstream's doing (down, slow, garbled, out of quota, or an unclassified notice), as
 # opposed to the caller's (a bad symbol: UpstreamRejected; a paid feature: PremiumRequired; bad arguments;
 # no or a wrong key of their own: MissingApiKey). `UpstreamErrors / UpstreamCalls` is the rate alarms watch.
@@ -142,7 +144,7 @@ def _observe(endpoint: Endpoint, response: HttpResponse, duration_ms: float, col
     method = exchange.rpc_method or "none"
     method = method if method in KNOWN_METHODS or method == "none" else "other"
     tool = exchange.tool
-    known_tool = tool is not None and (tool in META_TOOL_NAMES or tool in endpoint.surface.catalog)
+    known_tool = tool is not None and (tool in META_TOOLS or tool in endpoint.surface.catalog)
     metrics.add_dimension(name="method", value=method)
     if method == "tools/call":
         metrics.add_dimension(name="tool", value=tool if known_tool and tool else "other")

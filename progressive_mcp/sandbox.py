@@ -160,7 +160,27 @@ class Sandbox:
         clock: Callable[[], float] = time.monotonic,
     ) -> ScriptOutcome:
         """Type-check and run `code`; `functions` maps the names the stubs declare to the host's tool calls.
-        Raises ScriptError (syntax, type, runtime or limit) with the line and the message to fix it by."""
+        Raises ScriptError (syntax, type, runtime or limit) with the line and the message to fix it by.
+
+        The pool replaces a worker it finds dead, but one that died just before being checked out (killed by a
+        signal, say) fails the first feed it is handed; the script then runs once more on a fresh worker, which
+        is safe because it had made no tool call (nothing else of a script leaves the sandbox)."""
+        try:
+            return self._run(code, stubs, functions, limits, deadline, clock, retry=True)
+        except _WorkerGone:
+            return self._run(code, stubs, functions, limits, deadline, clock, retry=False)
+
+    def _run(
+        self,
+        code: str,
+        stubs: str,
+        functions: Mapping[str, ToolFunction],
+        limits: ScriptLimits,
+        deadline: float | None,
+        clock: Callable[[], float],
+        *,
+        retry: bool,
+    ) -> ScriptOutcome:
         import pydantic_monty as monty
 
         pool = self._monty()
@@ -211,10 +231,16 @@ class Sandbox:
         except monty.MontyRuntimeError as exc:
             raise _runtime_error(exc, _output(printed), calls, limits) from None
         except monty.MontyCrashedError as exc:
+            if retry and not calls and not exc.timed_out:
+                raise _WorkerGone from None
             limit = "wall_s" if exc.timed_out else None
             message = "The script's worker stopped" + (" at the time limit" if exc.timed_out else " unexpectedly")
             raise ScriptError("limit" if limit else "runtime", message, calls=calls, limit=limit) from None
         return ScriptOutcome(_plain(result), _output(printed), calls)
+
+
+class _WorkerGone(Exception):
+    """A script's worker crashed before the script made any tool call (see Sandbox.run)."""
 
 
 @dataclass

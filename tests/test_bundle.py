@@ -2,8 +2,10 @@
 
 A host-platform asset (this machine, this Python, no --platform) is copied into a temporary directory and the
 handler is imported and invoked from it in a clean interpreter (`-I -S`: no site-packages, no PYTHONPATH), so
-anything the asset lacks fails the import. The real asset (Lambda aarch64, the runtime's Python) is checked for
-what it must and must not contain. Both come from the bundler's cache when their inputs are unchanged.
+anything the asset lacks fails the import; code mode's scripts run there on the asset's own pydantic_monty client
+and monty binary, over several invocations of one instance (frozen and thawed, its workers killed). The real asset
+(Lambda aarch64, the runtime's Python) is checked for what it must and must not contain. Both come from the
+bundler's cache when their inputs are unchanged.
 
 Run with: .venv/bin/python -m pytest tests/test_bundle.py -q
 """
@@ -12,10 +14,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
 
@@ -23,6 +30,7 @@ from infra import bundling
 from infra.bundling import (
     ASSET_INFO,
     LOCAL_ONLY_FILES,
+    MONTY_BINARY,
     AssetInputs,
     BundleError,
     BundleTarget,
@@ -34,6 +42,7 @@ from infra.bundling import (
 )
 from infra.config import StackConfig
 from progressive_mcp.metatools import META_TOOL_NAMES
+from progressive_mcp.sample_upstream import SampleUpstream
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec" / "alphavantage.yaml"
@@ -53,6 +62,8 @@ FORBIDDEN: tuple[str, ...] = (
 FORBIDDEN += ("_pytest", "moto")
 AARCH64 = 0xB7  # ELF e_machine of AArch64
 X86_64 = 0x3E
+# The Lambda Python 3.13 runtime is Amazon Linux 2023: glibc 2.34. A manylinux_2_X wheel needs glibc >= 2.X.
+LAMBDA_GLIBC = (2, 34)
 
 INVOKE = """
 import json, os, sys
@@ -65,7 +76,37 @@ try:
     boto3_importable = True
 except ImportError:
     boto3_importable = False
-print(json.dumps({"result": result, "boto3": boto3_importable, "handler_file": h.__file__}))
+print(json.dumps({"result": result, "boto3": boto3_importable, "handler_file": h.__file__,
+                  "monty": sorted(m for m in sys.modules if m.split(".")[0] == "pydantic_monty")}))
+"""
+# A Lambda execution environment in miniature: the handler imported once from the asset, then one event per line
+# of stdin, each answered with a line "ANSWER <json>" on stdout (Powertools' log and EMF lines go there too),
+# saying which pydantic_monty was imported and which programs this process's children (the workers) run.
+SERVE = """
+import json, os, sys
+sys.path.insert(0, os.environ["ASSET"])
+import lambda_fn.handler as h
+
+def children():
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                ppid = int(stat.read().rpartition(")")[2].split()[1])
+            if ppid == os.getpid():
+                found[pid] = os.path.realpath(f"/proc/{pid}/exe")
+        except OSError:
+            pass
+    return found
+
+def answer(result):
+    monty = sys.modules.get("pydantic_monty")
+    state = {"result": result, "monty": monty and monty.__file__, "workers": children()}
+    print("ANSWER " + json.dumps(state), flush=True)
+
+answer(None)
+for line in sys.stdin:
+    answer(h.handler(json.loads(line), None))
 """
 
 
@@ -115,6 +156,175 @@ def test_handler_answers_tools_list_from_the_asset_alone(host_asset: Path) -> No
     assert len(tools) == 4
     # Without AWS settings the handler never needs boto3, and the asset does not carry it.
     assert answer["boto3"] is False
+    # Code mode's sandbox is imported with the first script, never at a cold start.
+    assert answer["monty"] == []
+
+
+def _code_event(body: dict[str, Any], *, query: str = "mode=code") -> dict[str, Any]:
+    """The fixture event with a JSON-RPC body, ?mode=code and a caller's key (passthrough, the default)."""
+    event = json.loads(EVENT.read_text())
+    event["body"] = json.dumps(body)
+    event["headers"]["content-length"] = str(len(event["body"].encode()))
+    event["headers"]["x-api-key"] = "demo-key-1234"
+    event["rawQueryString"] = query
+    return event
+
+
+def _execute(code: str) -> dict[str, Any]:
+    arguments = {"name": "TOOL_EXECUTE", "arguments": {"code": code}}
+    return _code_event({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": arguments})
+
+
+class _Instance:
+    """The SERVE loop in a clean interpreter from the asset, in a session of its own (so it can be frozen whole)."""
+
+    def __init__(self, asset: Path, upstream: SampleUpstream) -> None:
+        self.upstream = upstream
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "ASSET": str(asset),
+            "PMCP_SPEC": str(asset / "spec" / "alphavantage.json"),
+            "PMCP_UPSTREAM_URL": upstream.url,
+            "MONTY_BIN": str(asset / MONTY_BINARY),  # as the stack sets it: /var/task/bin/monty
+            "POWERTOOLS_LOG_LEVEL": "WARNING",
+        }
+        self.lines: list[str] = []  # what else the handler printed: its EMF metrics
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", SERVE],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+    def _pipe(self, pipe: IO[str] | None) -> IO[str]:
+        assert pipe is not None
+        return pipe
+
+    def read(self) -> dict[str, Any]:
+        for line in self._pipe(self.process.stdout):
+            if line.startswith("ANSWER "):
+                answer: dict[str, Any] = json.loads(line.removeprefix("ANSWER "))
+                return answer
+            self.lines.append(line)
+        raise AssertionError(f"the handler stopped: {self._pipe(self.process.stderr).read()[-3000:]}")
+
+    def send(self, event: dict[str, Any]) -> None:
+        stdin = self._pipe(self.process.stdin)
+        stdin.write(json.dumps(event) + "\n")
+        stdin.flush()
+
+    def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
+        self.send(event)
+        return self.read()
+
+    def close(self) -> None:
+        self._pipe(self.process.stdin).close()
+        try:
+            self.process.wait(timeout=20)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+
+
+@pytest.fixture
+def instance(host_asset: Path) -> Iterator[_Instance]:
+    with SampleUpstream() as upstream:
+        running = _Instance(host_asset, upstream)
+        try:
+            yield running
+        finally:
+            running.close()
+
+
+def _script_answer(state: dict[str, Any]) -> dict[str, Any]:
+    result = state["result"]
+    assert result["statusCode"] == 200, result
+    answer: dict[str, Any] = json.loads(result["body"])["result"]
+    assert answer["isError"] is False, answer
+    return dict(answer["structuredContent"])
+
+
+def test_code_mode_runs_from_the_asset_alone_and_survives_freezes_and_dead_workers(
+    host_asset: Path, instance: _Instance
+) -> None:
+    """TOOL_EXECUTE through the handler with the asset's own client and monty binary (MONTY_BIN as the stack sets
+    it), imported only by the first script; then as Lambda may go on: the whole instance frozen and thawed between
+    invocations, and a worker gone (killed) just before the next script."""
+    started = instance.read()
+    assert started["monty"] is None  # the cold start does not import the sandbox
+    listed = instance.invoke(_code_event({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+    assert "TOOL_EXECUTE" in [tool["name"] for tool in json.loads(listed["result"]["body"])["result"]["tools"]]
+    assert listed["monty"] is None  # nor does building the code-mode surface
+
+    script = (
+        "import asyncio\n"
+        'quotes = await asyncio.gather(*[GLOBAL_QUOTE(symbol=s) for s in ["IBM", "AAPL"]])\n'
+        "print(len(quotes))\n"
+        '[q["Global Quote"]["01. symbol"] for q in quotes]'
+    )
+    first = instance.invoke(_execute(script))
+    answer = _script_answer(first)
+    assert answer["result"] == ["IBM", "AAPL"] and answer["printed"] == "2\n"
+    assert [call["cached"] for call in answer["calls"]] == [False, False]
+    assert first["monty"].startswith(str(host_asset) + os.sep)  # the client: the asset's
+    workers = first["workers"]
+    assert workers and set(workers.values()) == {str((host_asset / MONTY_BINARY).resolve())}  # the binary: too
+    requests = [json.loads(line) for line in instance.lines if line.startswith('{"_aws"') and '"Requests"' in line]
+    assert requests[-1]["tool"] == "TOOL_EXECUTE"  # a metric dimension of its own, not "other"
+
+    # Frozen whole between invocations (handler and workers alike), as Lambda does, then thawed.
+    os.killpg(instance.process.pid, signal.SIGSTOP)
+    time.sleep(0.5)
+    os.killpg(instance.process.pid, signal.SIGCONT)
+    thawed = instance.invoke(_execute(script))
+    assert _script_answer(thawed)["result"] == ["IBM", "AAPL"]
+    assert thawed["workers"] == workers  # the same workers go on serving
+
+    # Workers gone just before a script (killed, say): the pool replaces them; a script handed a dead one before
+    # the pool noticed runs again on a fresh one (it had made no tool call yet).
+    for pid in workers:
+        os.kill(int(pid), signal.SIGKILL)
+    again = instance.invoke(_execute(script))
+    assert _script_answer(again)["result"] == ["IBM", "AAPL"]
+    assert again["workers"] and not set(again["workers"]) & set(workers)
+
+
+def test_a_script_whose_worker_dies_after_a_tool_call_fails_and_is_not_run_again(instance: _Instance) -> None:
+    """Once a script has called a tool, a second run could repeat the call: its worker's death is its error."""
+    instance.read()
+    instance.upstream.faults.delay_s = 1.0
+    instance.send(_execute('q = await GLOBAL_QUOTE(symbol="MSFT")\nq["Global Quote"]["01. symbol"]'))
+    deadline = time.monotonic() + 20
+    while not instance.upstream.requests and time.monotonic() < deadline:  # the script waits on its call
+        time.sleep(0.02)
+    workers = [int(pid) for pid in _children(instance.process.pid)]
+    assert workers
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
+    state = instance.read()
+    assert state["result"]["statusCode"] == 200
+    answer = json.loads(state["result"]["body"])["result"]
+    assert answer["isError"] is True, answer
+    assert answer["structuredContent"]["error"]["kind"] == "runtime", answer
+    assert len(instance.upstream.requests) == 1  # not repeated
+    instance.upstream.faults.delay_s = 0.0
+    after = instance.invoke(_execute('q = await GLOBAL_QUOTE(symbol="MSFT")\nq["Global Quote"]["01. symbol"]'))
+    assert _script_answer(after)["result"] == "MSFT"  # the pool has a new worker
+
+
+def _children(parent: int) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rpartition(")")[2].split()[1]) == parent:
+            found.append(pid)
+    return found
 
 
 def test_asset_holds_the_handler_code_and_runtime_dependencies_only(host_asset: Path) -> None:
@@ -127,7 +337,7 @@ def test_asset_holds_the_handler_code_and_runtime_dependencies_only(host_asset: 
     assert [name for name in top if name.startswith("mcp_types-") and name.endswith(".dist-info")]  # kept
     for local_only in LOCAL_ONLY_FILES:
         assert not (host_asset / local_only).exists(), local_only
-    assert not (host_asset / "bin").exists()
+    assert [path.name for path in (host_asset / "bin").iterdir()] == ["monty"]  # no console scripts but monty
     assert not list(host_asset.rglob("tests"))
     assert json.loads((host_asset / "spec" / "alphavantage.json").read_text())["tools"]
 
@@ -154,6 +364,25 @@ def test_lambda_asset_is_aarch64_for_the_runtime_python(lambda_asset: Path) -> N
     assert len(spec["tools"]) > 100
     for forbidden in FORBIDDEN:
         assert forbidden not in _top_level(lambda_asset), forbidden
+
+
+def test_lambda_asset_carries_code_modes_aarch64_client_and_monty_binary(lambda_asset: Path) -> None:
+    tag = f"cpython-{StackConfig().python_runtime.replace('.', '')}-aarch64-linux-gnu"
+    [client] = (lambda_asset / "pydantic_monty").glob(f"_monty.{tag}.so")
+    assert _elf_machine(client) == AARCH64
+    binary = lambda_asset / MONTY_BINARY
+    assert [path.name for path in binary.parent.iterdir()] == ["monty"]
+    assert _elf_machine(binary) == AARCH64
+    assert binary.stat().st_mode & 0o777 == 0o755  # CDK's zip keeps the mode; Lambda's user is not the owner
+    # The binary's wheel says which glibc it needs at least; the runtime's must be as new.
+    [wheel] = lambda_asset.glob("pydantic_monty_runtime-*.dist-info/WHEEL")
+    [platform] = [line.split("-")[-1] for line in wheel.read_text().splitlines() if line.startswith("Tag:")]
+    glibc = re.fullmatch(r"manylinux_(\d+)_(\d+)_aarch64", platform.replace("manylinux2014", "manylinux_2_17"))
+    assert glibc and (int(glibc[1]), int(glibc[2])) <= LAMBDA_GLIBC, platform
+    # The client's optional telemetry (opentelemetry-api) is not pulled in; typing_extensions is (pydantic's too).
+    top = _top_level(lambda_asset)
+    assert "opentelemetry" not in top
+    assert "typing_extensions.py" in top
 
 
 def test_lambda_asset_bytecode_is_for_the_runtime_or_absent(lambda_asset: Path) -> None:

@@ -7,7 +7,7 @@ endpoint kinds and both auth modes:
 - `default`: StackConfig() as cdk.json has it: HTTP API, server-key, cache on, no alarm email;
 - `url`: Function URL, passthrough, cache off, reserved concurrency, alarm email, every optional knob set;
 - `url_imported`: Function URL, server-key with an imported upstream-key secret, no reserved concurrency;
-- `http_passthrough`: HTTP API, passthrough, alarm email.
+- `http_passthrough`: HTTP API, passthrough, alarm email, code mode by default in 384 MB.
 
 Run with: .venv/bin/python -m pytest tests/test_infra.py -q
 """
@@ -27,8 +27,8 @@ from aws_cdk.assertions import Annotations, Match, Template
 from cdk_nag import AwsSolutionsChecks
 
 from infra.app import build_app, cdk_json_context, parse_context_args
-from infra.bundling import ASSET_INFO
-from infra.config import StackConfig
+from infra.bundling import ASSET_INFO, MONTY_BINARY
+from infra.config import CODE_MODE_MEMORY_MB, StackConfig
 from infra.stack import RESULTS_PREFIX, UPSTREAM_KEY_PLACEHOLDER, ProgressiveMcpStack
 from lambda_fn import aws
 
@@ -56,7 +56,13 @@ CONFIGS = {
     ),
     "url_imported": StackConfig(endpoint="function-url", upstream_key_secret_arn=IMPORTED_ARN, secret_cache_s=60),
     "http_passthrough": StackConfig(
-        auth_mode="passthrough", alarm_email="ops@example.com", throttle_rate=3, throttle_burst=7, timeout_s=12
+        auth_mode="passthrough",
+        alarm_email="ops@example.com",
+        throttle_rate=3,
+        throttle_burst=7,
+        timeout_s=12,
+        mode="code",
+        memory_mb=384,
     ),
 }
 
@@ -160,6 +166,7 @@ def test_default_environment(default: Synth) -> None:
         "PMCP_AUTH_MODE": "server-key",
         "PMCP_UPSTREAM_TIMEOUT_S": "20",
         "PMCP_DEADLINE_S": "25",
+        "MONTY_BIN": "/var/task/bin/monty",
         "POWERTOOLS_SERVICE_NAME": "progressive-mcp",
         "POWERTOOLS_METRICS_NAMESPACE": "ProgressiveMCP",
         "POWERTOOLS_LOG_LEVEL": "INFO",
@@ -182,6 +189,18 @@ def test_optional_settings_reach_the_environment(url: Synth) -> None:
     assert env["POWERTOOLS_LOG_LEVEL"] == "DEBUG"
     assert env["PMCP_UPSTREAM_TIMEOUT_S"] == "20"  # min(20, 60 - 5)
     assert env["PMCP_RESULT_URL_TTL_S"] == "600"
+
+
+def test_code_mode_can_be_the_default_and_a_small_function_is_warned_about_its_worker(
+    default: Synth, synths: dict[str, Synth]
+) -> None:
+    small = synths["http_passthrough"]
+    assert small.environment()["PMCP_MODE"] == "code"
+    assert small.environment()["MONTY_BIN"] == f"/var/task/{MONTY_BINARY}"
+    message = Match.string_like_regexp(f"memory_mb=384: code mode .* below {CODE_MODE_MEMORY_MB} MB")
+    Annotations.from_stack(small.stack).has_warning("*", message)
+    for synth in (default, synths["url"]):  # 1024 and 512 MB
+        Annotations.from_stack(synth.stack).has_no_warning("*", Match.string_like_regexp("code mode"))
 
 
 def test_upstream_timeout_leaves_the_function_time_to_answer(synths: dict[str, Synth]) -> None:
@@ -231,6 +250,10 @@ def test_synthesized_asset_is_the_bundle(default: Synth) -> None:
     assert (asset / "lambda_fn" / "handler.py").is_file()
     assert json.loads((asset / "spec" / "alphavantage.json").read_text())["tools"]
     assert json.loads((asset / ASSET_INFO).read_text())["python_version"] == "3.13"
+    # Code mode's binary, executable by anyone: CDK zips each file with its mode.
+    monty = asset / MONTY_BINARY
+    assert [path.name for path in monty.parent.iterdir()] == ["monty"]
+    assert monty.stat().st_mode & 0o777 == 0o755
     s3_key = default.one("AWS::Lambda::Function")[1]["Properties"]["Code"]["S3Key"]
     assert s3_key == f"{asset.name.removeprefix('asset.')}.zip"
 
@@ -640,7 +663,7 @@ def test_every_acknowledgement_is_needed_and_explained(
     ("overrides", "message"),
     [
         ({"auth_mode": "open"}, "auth_mode must be one of passthrough, server-key"),
-        ({"mode": "flat"}, "mode must be one of progressive, direct, hybrid"),
+        ({"mode": "flat"}, "mode must be one of progressive, direct, hybrid, code"),
         ({"endpoint": "alb"}, "endpoint must be one of http-api, function-url"),
         ({"timeout_s": 60}, "with endpoint=http-api at most 30"),
         ({"timeout_s": 20, "upstream_timeout_s": 18}, "upstream_timeout_s=18 must be positive and at most"),
