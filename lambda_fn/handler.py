@@ -184,14 +184,14 @@ def _loggable(text: str | None) -> str | None:
 
 def _observe_service(endpoint: Endpoint, exchange: Exchange) -> None:
     """Counts by service alone (a metric math alarm needs both sides of a rate under the same dimensions)."""
-    call = exchange.call
     metrics = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE)
-    if call.upstream_ms is not None:
-        metrics.add_metric(name="UpstreamCalls", unit=MetricUnit.Count, value=1)
-        faults = SERVER_KEY_FAULTS if endpoint.auth_mode == "server-key" else UPSTREAM_FAULTS
-        metrics.add_metric(name="UpstreamErrors", unit=MetricUnit.Count, value=1 if call.error in faults else 0)
-    if call.cache in CACHE_METRICS:
-        metrics.add_metric(name=CACHE_METRICS[call.cache], unit=MetricUnit.Count, value=1)
+    faults = SERVER_KEY_FAULTS if endpoint.auth_mode == "server-key" else UPSTREAM_FAULTS
+    for call in (exchange.call, *exchange.call.script_calls):  # a TOOL_EXECUTE: each of its script's calls
+        if call.upstream_ms is not None:
+            metrics.add_metric(name="UpstreamCalls", unit=MetricUnit.Count, value=1)
+            metrics.add_metric(name="UpstreamErrors", unit=MetricUnit.Count, value=1 if call.error in faults else 0)
+        if call.cache in CACHE_METRICS:
+            metrics.add_metric(name=CACHE_METRICS[call.cache], unit=MetricUnit.Count, value=1)
     if metrics.metric_set:  # nothing to say for a tools/list: no empty EMF line, no warning
         metrics.flush_metrics()
 

@@ -59,6 +59,7 @@ class CallRecord:
     error: str | None = None  # the error type of an isError result
     upstream_ms: float | None = None  # time spent waiting for the upstream, retries included
     cache: str | None = None  # "hit", "miss", "bypass" (not cacheable) or "error" (the cache failed)
+    script_calls: list[CallRecord] = field(default_factory=list)  # TOOL_EXECUTE: what each of its tool calls did
 
 
 @dataclass(frozen=True)
@@ -315,14 +316,19 @@ class Surface:
 
         def call_tool(tool: CatalogTool, raw_arguments: dict[str, Any], script_deadline: float) -> tuple[Any, bool]:
             call_record = CallRecord(tool=tool.name)
-            if forced_json(tool):  # the stubs describe JSON answers: a script never gets CSV
-                raw_arguments = {**raw_arguments, "datatype": "json"}
-            arguments = prepare_arguments(self.catalog, tool.name, raw_arguments)
-            if not ctx.api_key and ctx.missing_key_help and self.catalog.api.auth is not None:
-                raise MissingApiKey(ctx.missing_key_help)
-            key = self._cache_key(tool, arguments, ctx)
-            call_deadline = min(self.upstream.deadline(ctx.deadline), script_deadline)
-            answer, _keep, cached_at = self._answer(tool, arguments, ctx, call_record, call_deadline, key)
+            record.script_calls.append(call_record)  # for the metrics: upstream calls, errors, cache use
+            try:
+                if forced_json(tool):  # the stubs describe JSON answers: a script never gets CSV
+                    raw_arguments = {**raw_arguments, "datatype": "json"}
+                arguments = prepare_arguments(self.catalog, tool.name, raw_arguments)
+                if not ctx.api_key and ctx.missing_key_help and self.catalog.api.auth is not None:
+                    raise MissingApiKey(ctx.missing_key_help)
+                key = self._cache_key(tool, arguments, ctx)
+                call_deadline = min(self.upstream.deadline(ctx.deadline), script_deadline)
+                answer, _keep, cached_at = self._answer(tool, arguments, ctx, call_record, call_deadline, key)
+            except ToolError as exc:
+                call_record.error = type(exc).__name__
+                raise
             return answer.payload, cached_at is not None
 
         try:
@@ -330,6 +336,14 @@ class Surface:
         except ToolError as exc:
             record.error = type(exc).__name__
             return _error_result(exc, ctx)
+        except (
+            Exception
+        ) as exc:  # the sandbox itself failed (e.g. its worker binary is missing): ours, not the script's
+            trace = redact("".join(traceback.format_exception(exc)), ctx.api_key)
+            logger.error("code mode could not run a script: %s", trace)
+            record.error = "SandboxUnavailable"
+            failure = ToolError("Code mode could not run the script: the sandbox is not available on this server.")
+            return _error_result(failure, ctx)
 
     def _fetch(
         self, tool: CatalogTool, arguments: dict[str, Any], ctx: CallContext, record: CallRecord, deadline: float

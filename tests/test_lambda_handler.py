@@ -591,3 +591,32 @@ def test_on_lambda_the_cores_log_lines_are_powertools_json_with_the_correlation_
     [line] = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
     assert line["message"] == "response cache read failed" and line["level"] == "WARNING"
     assert line["correlation_id"] == "req-42" and line["service"] == "progressive-mcp"
+
+
+def test_emf_counts_each_upstream_call_a_script_makes(upstream: SampleUpstream, out: Output) -> None:
+    """A TOOL_EXECUTE's tool calls are upstream calls like any other: the alarms' counts must see them."""
+    script = 'import asyncio\nawait asyncio.gather(GLOBAL_QUOTE(symbol="IBM"), GLOBAL_QUOTE(symbol="NOPE"))'
+    body = rpc("tools/call", {"name": "TOOL_EXECUTE", "arguments": {"code": script}})
+    make_handler(passthrough(upstream))(api_event(body, query="mode=code&apikey=key-one-1"), ctx())
+    emf, by_service = emf_lines(out.read())
+    assert emf["tool"] == "TOOL_EXECUTE"
+    assert by_service["UpstreamCalls"] == [1.0, 1.0]
+    assert sorted(by_service["UpstreamErrors"]) == [0.0, 0.0]  # an unknown ticker is the caller's error
+    assert by_service["CacheMisses"] == [1.0, 1.0]
+
+
+def test_a_sandbox_that_cannot_start_is_a_tool_error_not_a_500(upstream: SampleUpstream, out: Output) -> None:
+    from progressive_mcp.sandbox import Sandbox
+    from progressive_mcp.surface import Surface
+
+    endpoint = passthrough(upstream, mode="code")
+    broken = Sandbox(binary_path="/nonexistent/monty")
+    endpoint.surface = Surface(
+        endpoint.surface.catalog, mode="code", upstream=endpoint.surface.upstream, sandbox=broken
+    )
+    endpoint._surfaces.clear()
+    body = rpc("tools/call", {"name": "TOOL_EXECUTE", "arguments": {"code": "1 + 1"}})
+    result = make_handler(endpoint)(api_event(body, query="apikey=key-one-1"), ctx())
+    assert result["statusCode"] == 200
+    answer = body_json(result)["result"]
+    assert answer["isError"] is True and "sandbox is not available" in answer["content"][0]["text"]
