@@ -61,6 +61,7 @@ bench: $(STAMP)
 	@$(PY) bench/asset.py
 	@$(PY) bench/search_scale.py
 	@$(PY) bench/faults.py
+	@$(PY) bench/code_mode.py
 	@$(PY) bench/load.py
 
 # The CDK app (infra/): `synth` needs no Node and no AWS account; `deploy`/`destroy` use your AWS credentials.

@@ -126,3 +126,17 @@ def test_faults_bench_runs_a_few_cases_as_json() -> None:
     assert all(row["is_error"] and not row["cached"] and not row["key_in_answer"] for row in rows.values())
     assert rows["http 429 retry-after 30"]["attempts"] == 1 and rows["http 429 retry-after 30"]["retry_after_s"] == 30
     assert report["machine"]["cpus"]
+
+
+def test_code_mode_bench_runs_its_three_scripts() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "code_mode.py"), "--delay", "0.05", "--rounds", "1"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    for line in ("first script of the process", "no tool call", "5 calls, one by one", "5 calls, gathered"):
+        assert line in done.stdout
