@@ -595,7 +595,9 @@ def test_on_lambda_the_cores_log_lines_are_powertools_json_with_the_correlation_
 
 def test_emf_counts_each_upstream_call_a_script_makes(upstream: SampleUpstream, out: Output) -> None:
     """A TOOL_EXECUTE's tool calls are upstream calls like any other: the alarms' counts must see them."""
-    script = 'await GLOBAL_QUOTE(symbol="IBM")\ntry:\n    await GLOBAL_QUOTE(symbol="NOPE")\nexcept RuntimeError:\n    pass'
+    script = (
+        'await GLOBAL_QUOTE(symbol="IBM")\ntry:\n    await GLOBAL_QUOTE(symbol="NOPE")\nexcept RuntimeError:\n    pass'
+    )
     body = rpc("tools/call", {"name": "TOOL_EXECUTE", "arguments": {"code": script}})
     make_handler(passthrough(upstream))(api_event(body, query="mode=code&apikey=key-one-1"), ctx())
     emf, by_service = emf_lines(out.read())
