@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from progressive_mcp.errors import UnknownTool
 from progressive_mcp.spec import ApiSpec, ResolvedParam, Spec, ToolSpec, load_spec, resolve_params, used_outputs
@@ -90,7 +90,8 @@ class Catalog:
 
     @classmethod
     def from_spec(cls, spec: Spec) -> Catalog:
-        tools = tuple(_build_tool(spec, tool) for tool in spec.tools)
+        outputs = _Outputs(spec)
+        tools = tuple(_build_tool(spec, tool, outputs) for tool in spec.tools)
         folded: dict[str, list[CatalogTool]] = {}
         for tool in tools:
             folded.setdefault(tool.name.casefold(), []).append(tool)
@@ -221,20 +222,25 @@ def content_hash(
 ) -> str:
     """SHA-256 over name | description | parameters (the ScaleMCP synchronisation key), and | output schema when
     there is one: code mode's typed stubs change with it, so the catalog version must too."""
-    params = json.dumps(_thaw(input_schema), sort_keys=True, separators=(",", ":"))
+    params = _canonical(input_schema)
     text = f"{name}|{description}|{params}"
     if output_schema is not None:
-        text += "|" + json.dumps(_thaw(output_schema), sort_keys=True, separators=(",", ":"))
+        text += "|" + _canonical(output_schema)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _build_tool(spec: Spec, tool: ToolSpec) -> CatalogTool:
+def _canonical(value: Any) -> str:
+    """Sorted, compact JSON of plain or frozen catalog data (a frozen mapping is written as the dict it was)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=dict)
+
+
+def _build_tool(spec: Spec, tool: ToolSpec, outputs: _Outputs) -> CatalogTool:
     params = tuple(resolve_params(spec, tool))
     description = " ".join(tool.description.split())
     if tool.premium:
         description += PREMIUM_NOTE
     schema = input_schema(params, tool.require_any)
-    output = output_schema(spec, tool.output) if tool.output is not None else None
+    output = outputs.resolve(tool.output) if tool.output is not None else None
     return CatalogTool(
         name=tool.name,
         title=tool.title or tool.name,
@@ -249,24 +255,49 @@ def _build_tool(spec: Spec, tool: ToolSpec) -> CatalogTool:
         premium=tool.premium,
         content_hash=content_hash(tool.name, description, schema, output),
         require_any=tuple(tuple(group) for group in tool.require_any),
-        output_schema=_freeze(output) if output is not None else None,
+        output_schema=output,
     )
 
 
 def output_schema(spec: Spec, output: dict[str, Any]) -> dict[str, Any]:
     """A tool's output description as plain JSON Schema: each `{use: name}` becomes a `$ref` to `$defs/name`,
     with every shared output it needs (directly or through others) under `$defs`."""
-    needed: dict[str, dict[str, Any]] = {}
-    frontier = used_outputs(output)
-    while frontier:
-        name = frontier.pop()
-        if name not in needed:
-            needed[name] = _with_refs(spec.shared_outputs[name])
-            frontier |= used_outputs(spec.shared_outputs[name]) - set(needed)
-    schema = _with_refs(output)
-    if needed:
-        schema["$defs"] = {name: needed[name] for name in sorted(needed)}
-    return schema
+    return cast(dict[str, Any], _thaw(_Outputs(spec).resolve(output)))
+
+
+class _Outputs:
+    """Resolves tools' output descriptions for one catalog build: each shared output is rewritten and frozen once,
+    and every tool that needs it shares that one frozen copy (the 53 indicators share a few metas)."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.shared = spec.shared_outputs
+        self._frozen: dict[str, Any] = {}
+        self._needs: dict[str, frozenset[str]] = {}
+
+    def resolve(self, output: dict[str, Any]) -> Mapping[str, Any]:
+        needed: set[str] = set()
+        for name in used_outputs(output):
+            needed |= self._closure(name)
+        schema = _with_refs(output)
+        if needed:
+            schema["$defs"] = MappingProxyType({name: self._frozen_def(name) for name in sorted(needed)})
+        return cast(Mapping[str, Any], _freeze(schema))
+
+    def _closure(self, name: str) -> frozenset[str]:
+        """`name` and every shared output it uses, directly or through others (the spec forbids cycles)."""
+        found = self._needs.get(name)
+        if found is None:
+            members = {name}
+            for used in used_outputs(self.shared[name]):
+                members |= self._closure(used)
+            found = self._needs[name] = frozenset(members)
+        return found
+
+    def _frozen_def(self, name: str) -> Any:
+        frozen = self._frozen.get(name)
+        if frozen is None:
+            frozen = self._frozen[name] = _freeze(_with_refs(self.shared[name]))
+        return frozen
 
 
 def _with_refs(node: Any) -> Any:
@@ -319,6 +350,8 @@ def input_schema(params: tuple[ResolvedParam, ...], require_any: list[list[str]]
 
 
 def _freeze(value: Any) -> Any:
+    if isinstance(value, MappingProxyType):  # already frozen (a shared output's)
+        return value
     if isinstance(value, dict):
         return MappingProxyType({k: _freeze(v) for k, v in value.items()})
     if isinstance(value, list):
