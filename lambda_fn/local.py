@@ -29,6 +29,7 @@ import ipaddress
 import logging
 import os
 import queue
+import secrets
 import socket
 import sys
 import threading
@@ -85,6 +86,8 @@ ACCEPT_BATCH = 64
 SHUTDOWN_GRACE_S = 3
 SERVER_HEADER = "progressive-mcp"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+# The upstream key `serve --sample-upstream` uses in server-key mode: the sample upstream accepts any key.
+SAMPLE_UPSTREAM_KEY = "sample-upstream"
 
 log = logging.getLogger(__name__)
 
@@ -813,13 +816,16 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", args.log_level.upper())
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")  # EMF lines are for CloudWatch, noise here
     with contextlib.ExitStack() as stack:
-        if args.sample_upstream:
-            from progressive_mcp.sample_upstream import SampleUpstream
-
-            sample = stack.enter_context(SampleUpstream(port=0))
-            os.environ["PMCP_UPSTREAM_URL"] = sample.url
+        made_token: str | None = None
         try:
-            from lambda_fn.handler import handler
+            if args.sample_upstream:
+                from progressive_mcp.sample_upstream import SampleUpstream
+
+                sample = stack.enter_context(SampleUpstream(port=0))
+                os.environ["PMCP_UPSTREAM_URL"] = sample.url
+                if _set("PMCP_AUTH_MODE") == "server-key":
+                    made_token = _server_key_for_the_sample()
+            from lambda_fn.handler import ENDPOINT, handler
         except ProgressiveMCPError as exc:
             print(f"progressive-mcp: {exc}", file=sys.stderr)
             return 2
@@ -828,8 +834,43 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"progressive-mcp: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
             return 2
-        hint = "?apikey=demo (any key works with the sample upstream)" if args.sample_upstream else ""
-        print(f"progressive-mcp: MCP endpoint at {server.url}{hint and '  ·  call tools with ' + hint}", flush=True)
+        hint = _how_to_call(ENDPOINT.auth_mode, sample_upstream=args.sample_upstream, made_token=made_token)
+        print(f"progressive-mcp: MCP endpoint at {server.url}{hint and '  ·  ' + hint}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             server.serve_forever()
     return 0
+
+
+def _server_key_for_the_sample() -> str | None:
+    """Server-key mode against the sample upstream: a dummy upstream key (the sample takes any), and a bearer
+    token made for this run unless tokens are configured. Returns the token made, if any."""
+    from progressive_mcp.catalog import default_spec_path
+    from progressive_mcp.spec import load_spec
+
+    auth = load_spec(os.environ.get("PMCP_SPEC") or default_spec_path()).api.auth
+    if auth is not None:
+        os.environ[auth.env] = SAMPLE_UPSTREAM_KEY  # never a real key: it would only go to the fake upstream
+    os.environ.pop("PMCP_UPSTREAM_KEY_SECRET", None)
+    if _set("PMCP_ENDPOINT_TOKENS") or _set("PMCP_ENDPOINT_TOKENS_SECRET"):
+        return None
+    token = secrets.token_urlsafe(24)
+    os.environ["PMCP_ENDPOINT_TOKENS"] = token
+    return token
+
+
+def _how_to_call(auth_mode: str, *, sample_upstream: bool, made_token: str | None) -> str:
+    """The banner's hint: how a client calls tools in this auth mode."""
+    if auth_mode != "server-key":
+        return "call tools with ?apikey=demo (any key works with the sample upstream)" if sample_upstream else ""
+    if made_token is not None:
+        return (
+            f"server-key mode: send 'Authorization: Bearer {made_token}' (a token made for this run; "
+            "set PMCP_ENDPOINT_TOKENS to choose your own); the sample upstream gets a dummy key"
+        )
+    source = "PMCP_ENDPOINT_TOKENS_SECRET" if _set("PMCP_ENDPOINT_TOKENS_SECRET") else "PMCP_ENDPOINT_TOKENS"
+    where = "; the sample upstream gets a dummy key" if sample_upstream else ""
+    return f"server-key mode: send 'Authorization: Bearer <token>' with one of the tokens in {source}{where}"
+
+
+def _set(name: str) -> str:
+    return (os.environ.get(name) or "").strip()

@@ -458,6 +458,42 @@ def test_cli_serve_with_sample_upstream() -> None:
     assert "demo" not in stderr and "Traceback" not in stderr
 
 
+def _bearer_from(banner: str) -> str:
+    match = re.search(r"'Authorization: Bearer ([^'<>]+)'", banner)
+    assert match, banner
+    return match.group(1)
+
+
+def test_cli_serve_server_key_with_the_sample_upstream_makes_a_token() -> None:
+    with ServeProcess("--sample-upstream", "--auth-mode", "server-key") as serve:
+        assert "?apikey" not in serve.banner
+        assert "PMCP_ENDPOINT_TOKENS" in serve.banner
+        token = _bearer_from(serve.banner)
+        refused = httpx.post(serve.url, params={"apikey": "demo"}, json=quote_call("IBM"), timeout=10)
+        assert refused.status_code == 401
+        response = httpx.post(
+            serve.url, headers={"Authorization": f"Bearer {token}"}, json=quote_call("IBM"), timeout=10
+        )
+        assert response.status_code == 200, response.text
+        result = response.json()["result"]
+        assert result["isError"] is False, result  # the sample upstream got a (dummy) key from the server
+        assert result["structuredContent"]["data"]["Global Quote"]["01. symbol"] == "IBM"
+    with ServeProcess("--sample-upstream", "--auth-mode", "server-key") as again:
+        assert _bearer_from(again.banner) != token  # made for each run
+
+
+def test_cli_serve_server_key_names_the_configured_tokens() -> None:
+    env = {"PMCP_ENDPOINT_TOKENS": "tok-one,tok-two", "ALPHAVANTAGE_API_KEY": "a-real-key"}
+    with ServeProcess("--sample-upstream", "--auth-mode", "server-key", env=env) as serve:
+        assert "?apikey" not in serve.banner and "tok-one" not in serve.banner
+        assert "'Authorization: Bearer <token>'" in serve.banner and "PMCP_ENDPOINT_TOKENS" in serve.banner
+        response = httpx.post(
+            serve.url, headers={"Authorization": "Bearer tok-two"}, json=quote_call("MSFT"), timeout=10
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["result"]["isError"] is False
+
+
 def test_cli_serve_exits_cleanly_on_ctrl_c() -> None:
     with ServeProcess("--sample-upstream") as serve:
         assert httpx.post(serve.url, json=TOOLS_LIST, timeout=10).status_code == 200
