@@ -174,7 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--sample-upstream",
         action="store_true",
-        help="start the offline sample upstream in-process and send upstream calls to it (any key works)",
+        help="start the offline sample upstream in-process and send upstream calls to it (any key of 4+ characters "
+        "works; in server-key mode a dummy upstream key is set, and a bearer token is made up and printed if "
+        "PMCP_ENDPOINT_TOKENS is not set)",
     )
     serve.add_argument(
         "--conformance-fixtures",
