@@ -27,7 +27,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 # Entitlements: who may see an answer. A tool that needs a paid plan (or an `entitlement`
@@ -94,32 +94,14 @@ def cache_key(tool: str, arguments: Mapping[str, Any], entitlement: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def memory_size(value: Any) -> int:
-    """Bytes a parsed answer takes in this process (every object counted once): what a cache entry really
-    costs. A JSON body takes ~2.7 times its size once parsed (a 6.2 MB daily series: 16.6 MB)."""
-    seen: set[int] = set()
-    total = 0
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        total += sys.getsizeof(item)
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return total
-
-
 class MemoryCache:
     """A thread-safe TTL LRU: at most `max_entries` answers and `max_bytes` of memory.
 
-    An entry weighs what its payload takes in memory (`memory_size`; `weigh` replaces that). The least
-    recently used answers go first; an answer heavier than `max_bytes / 4` is not kept (one 20-year
-    series must not evict everything else).
+    An answer is kept as its compact JSON text (CSV as it is) and parsed again when it is read, so what an
+    entry costs is known exactly: the text's size (a parsed answer would take several times its body's size,
+    and measuring that walks every object). `weigh` replaces that weight (tests). The least recently used
+    answers go first; an answer heavier than `max_bytes / 4` is not kept (one 20-year series must not evict
+    everything else).
     """
 
     def __init__(
@@ -135,8 +117,9 @@ class MemoryCache:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._clock = clock
-        self._weigh = weigh or (lambda answer: memory_size(answer.payload))
-        self._entries: OrderedDict[str, tuple[CachedAnswer, int]] = OrderedDict()
+        self._weigh = weigh
+        # key -> (the answer without its payload, the payload as text, whether that text is JSON, weight)
+        self._entries: OrderedDict[str, tuple[CachedAnswer, str, bool, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -149,15 +132,18 @@ class MemoryCache:
                 self._drop(key)
                 return None
             self._entries.move_to_end(key)
-            return entry[0]
+        answer, text, is_json = entry[:3]
+        return replace(answer, payload=json.loads(text) if is_json else text)  # a fresh copy each time
 
     def put(self, key: str, answer: CachedAnswer) -> None:
-        weight = self._weigh(answer)  # outside the lock: it walks the payload
+        is_json = not isinstance(answer.payload, str)
+        text = json.dumps(answer.payload, separators=(",", ":"), ensure_ascii=False) if is_json else answer.payload
+        weight = self._weigh(answer) if self._weigh is not None else sys.getsizeof(text)
         if weight > self.max_bytes // 4:
             return
         with self._lock:
             self._drop(key)
-            self._entries[key] = (answer, weight)
+            self._entries[key] = (replace(answer, payload=None), text, is_json, weight)
             self._bytes += weight
             while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
                 self._drop(next(iter(self._entries)))
@@ -170,7 +156,7 @@ class MemoryCache:
     def _drop(self, key: str) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None:
-            self._bytes -= entry[1]
+            self._bytes -= entry[3]
 
     def __len__(self) -> int:
         return len(self._entries)

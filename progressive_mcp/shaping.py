@@ -12,6 +12,7 @@ The payload appears once. Example::
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -63,7 +64,7 @@ def _preview_json(
 
     def attempt(keep: int) -> dict[str, Any]:
         kept: dict[str, dict[str, int]] = {}
-        data = _cut(payload, "", keep, kept)
+        data = _cut(payload, "", keep, kept, sizes)
         cut_envelope = dict(envelope, data=data)
         cut_envelope["truncated"] = {"series": kept, "note": _note(tool, envelope, kept, budget)}
         return cut_envelope
@@ -136,15 +137,19 @@ def _measure(value: Any, path: str, sizes: dict[str, int]) -> None:
             _measure(member, f"{path}.{key}" if path else key, sizes)
 
 
-def _cut(value: Any, path: str, keep: int, kept: dict[str, dict[str, int]]) -> Any:
-    if _is_series(value):
-        name = path or "(root)"
+def _cut(
+    value: Any, path: str, keep: int, kept: dict[str, dict[str, int]], series: dict[str, int] | None = None
+) -> Any:
+    """`value` with each series cut to its first `keep` entries; `series` (from `_measure`, when known) names
+    the series by path, so the answer is not searched again for them on every try."""
+    name = path or "(root)"
+    if name in series if series is not None else _is_series(value):
         if len(value) > keep:
             kept[name] = {"kept": keep, "total": len(value)}
-            return value[:keep] if isinstance(value, list) else dict(list(value.items())[:keep])
+            return value[:keep] if isinstance(value, list) else dict(itertools.islice(value.items(), keep))
         return value
     if isinstance(value, dict):
-        return {k: _cut(v, f"{path}.{k}" if path else k, keep, kept) for k, v in value.items()}
+        return {k: _cut(v, f"{path}.{k}" if path else k, keep, kept, series) for k, v in value.items()}
     return value
 
 

@@ -386,3 +386,45 @@ def test_serve_answers_a_repeated_call_from_memory_over_real_http(upstream: Samp
     assert [call["apikey"] for call in calls] == [KEY, OTHER_KEY]  # each key's answers are its own
     assert ["cached_at" in answer for answer in answers] == [False, False, True]
     assert KEY not in json.dumps(answers[2])
+
+
+# --- what is kept, and what it costs -------------------------------------------------------------------
+
+
+def test_memory_cache_keeps_answers_as_text_and_counts_that_exactly() -> None:
+    import sys
+
+    cache = MemoryCache()
+    payload = {"Time Series (Daily)": {f"2026-11-{d:02d}": {"4. close": f"{100 + d}.00"} for d in range(1, 21)}}
+    cache.put("k", answer(payload=payload, size=10))
+    text = json.dumps(payload, separators=(",", ":"))
+    assert cache.bytes == sys.getsizeof(text)
+    first, second = cache.get("k"), cache.get("k")
+    assert first is not None and second is not None
+    assert first.payload == payload and first.payload is not second.payload  # each read is a fresh copy
+    cache.put("csv", CachedAnswer("timestamp,close\n2026-11-20,1.0\n", "csv", 1e9, 2e9, 30))
+    kept = cache.get("csv")
+    assert kept is not None and kept.payload == "timestamp,close\n2026-11-20,1.0\n"
+
+
+def test_a_big_answer_is_cut_to_size_once_however_often_it_is_asked_for(
+    catalog: Catalog, upstream: SampleUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from progressive_mcp import surface as surface_module
+
+    shaped: list[str] = []
+    real_shape = surface_module.shape_result
+    monkeypatch.setattr(
+        surface_module, "shape_result", lambda tool, *a, **k: shaped.append(tool.name) or real_shape(tool, *a, **k)
+    )
+    upstream.update_faults({"huge": True})
+    surface = make_surface(catalog, upstream, cache=MemoryCache())
+    answers = [run(surface, "TIME_SERIES_DAILY", {"symbol": "IBM", "outputsize": "full"}) for _ in range(3)]
+    assert [record.cache for _, record in answers] == ["miss", "hit", "hit"]
+    assert shaped == ["TIME_SERIES_DAILY"]  # the hits sent what was sent the first time
+    first = answers[0][0]["structuredContent"]
+    for result, _ in answers[1:]:
+        again = dict(result["structuredContent"])
+        assert again.pop("cached_at") and again == first
+        assert "truncated" in again
+    assert len(upstream_calls(upstream)) == 1
