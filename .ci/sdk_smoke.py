@@ -30,7 +30,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from progressive_mcp.sample_upstream import SampleUpstream
+from progressive_mcp.offline.sample_upstream import SampleUpstream
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "smoke-test-key"

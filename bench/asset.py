@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from infra.bundling import MONTY_BINARY, AssetInputs, BundleTarget, asset_files, copy_tree, ensure_built  # noqa: E402
 from infra.config import StackConfig  # noqa: E402
-from progressive_mcp.sample_upstream import SampleUpstream  # noqa: E402
+from progressive_mcp.offline.sample_upstream import SampleUpstream  # noqa: E402
 
 RUNS = 7
 SPEC = ROOT / "spec" / "alphavantage.yaml"
@@ -81,7 +81,7 @@ import lambda_fn.handler  # what is imported by then is not pydantic_monty's cos
 marks = [time.perf_counter()]
 import pydantic_monty
 marks.append(time.perf_counter())
-from progressive_mcp.sandbox import POOL_WORKERS
+from progressive_mcp.calls.sandbox import POOL_WORKERS
 pool = pydantic_monty.Monty(min_processes=1, max_processes=POOL_WORKERS, checkout_timeout=10)  # as Sandbox does
 pool.__enter__()
 marks.append(time.perf_counter())

@@ -15,11 +15,11 @@ import argparse
 import statistics
 import time
 
-from progressive_mcp.cache import LOCAL
+from progressive_mcp.calls.cache import LOCAL
+from progressive_mcp.calls.upstream import UpstreamClient
 from progressive_mcp.catalog import Catalog
-from progressive_mcp.sample_upstream import SampleUpstream
-from progressive_mcp.surface import CallContext, Surface
-from progressive_mcp.upstream import UpstreamClient
+from progressive_mcp.offline.sample_upstream import SampleUpstream
+from progressive_mcp.surfaces.surface import CallContext, Surface
 
 SYMBOLS = '["AAPL", "MSFT", "NVDA", "AMZN", "GOOGL"]'
 SEQUENTIAL = f"""\

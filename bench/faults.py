@@ -31,10 +31,10 @@ import httpx  # noqa: E402
 
 from lambda_fn.handler import make_handler  # noqa: E402
 from lambda_fn.local import LocalServer  # noqa: E402
-from progressive_mcp.endpoint import Endpoint  # noqa: E402
-from progressive_mcp.sample_upstream import SampleUpstream  # noqa: E402
+from progressive_mcp.offline.sample_upstream import SampleUpstream  # noqa: E402
 from progressive_mcp.settings import Settings  # noqa: E402
-from progressive_mcp.surface import CallContext, Surface  # noqa: E402
+from progressive_mcp.surfaces.endpoint import Endpoint  # noqa: E402
+from progressive_mcp.surfaces.surface import CallContext, Surface  # noqa: E402
 
 KEY = "bench-faults-key"
 CURRENCIES = ("USD", "EUR", "GBP", "JPY", "BTC", "ETH")

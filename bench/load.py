@@ -362,7 +362,7 @@ def target(args: argparse.Namespace, log: IO[str]) -> Iterator[Target]:
             yield Target(url, f"{described} (pid {server.pid}, started here; {note})", server.pid)
         return
     upstream_port = free_port()
-    upstream = [sys.executable, "-m", "progressive_mcp.sample_upstream", "--port", str(upstream_port)]
+    upstream = [sys.executable, "-m", "progressive_mcp.offline.sample_upstream", "--port", str(upstream_port)]
     upstream_url = f"http://127.0.0.1:{upstream_port}/query"
     with (
         listening("the sample upstream", upstream, upstream_port, log) as sample,

@@ -21,7 +21,7 @@ COLD_SNIPPET = """
 import time
 started = time.perf_counter()
 from progressive_mcp.catalog import Catalog
-from progressive_mcp.surface import Surface
+from progressive_mcp.surfaces.surface import Surface
 imported = time.perf_counter()
 surface = Surface(Catalog.load())
 built = time.perf_counter()
@@ -57,7 +57,7 @@ def per_call_ms(fn: Callable[[], object], repeat: int = 2000) -> float:
 
 def main() -> int:
     from progressive_mcp.catalog import Catalog
-    from progressive_mcp.surface import CallContext, Surface
+    from progressive_mcp.surfaces.surface import CallContext, Surface
 
     import_ms, build_ms = cold_start()
     catalog = Catalog.load()

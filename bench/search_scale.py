@@ -42,9 +42,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.synthetic_spec import companies, real_tool_count, synthetic_spec  # noqa: E402
 from progressive_mcp.catalog import Catalog  # noqa: E402
-from progressive_mcp.search import SearchIndex  # noqa: E402
-from progressive_mcp.spec import parse_spec  # noqa: E402
-from progressive_mcp.surface import CallContext, Surface  # noqa: E402
+from progressive_mcp.search.index import SearchIndex  # noqa: E402
+from progressive_mcp.sources.spec import parse_spec  # noqa: E402
+from progressive_mcp.surfaces.surface import CallContext, Surface  # noqa: E402
 
 DEFAULT_SIZES = (128, 1000, 5000)
 BUILD_RUNS = 3

@@ -7,7 +7,7 @@ would hold: many near-identical documents told apart by company names and ticker
 seeded random generator (no network, same output for the same seed); the 128 real tools come first, unchanged.
 
     spec = synthetic_spec(5000)                  # a dict in the spec format (spec/spec.schema.json)
-    catalog = synthetic_catalog(5000)            # the same, validated by progressive_mcp.spec, as a Catalog
+    catalog = synthetic_catalog(5000)            # the same, validated by progressive_mcp.sources.spec, as a Catalog
 
 Or write one for the server: `.venv/bin/python bench/synthetic_spec.py 5000 -o /tmp/spec5000.json`, then
 `PMCP_SPEC=/tmp/spec5000.json .venv/bin/progressive-mcp serve`.
@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from progressive_mcp.catalog import Catalog  # noqa: E402
-from progressive_mcp.spec import parse_spec  # noqa: E402
+from progressive_mcp.sources.spec import parse_spec  # noqa: E402
 
 REAL_SPEC = ROOT / "spec" / "alphavantage.yaml"
 

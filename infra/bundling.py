@@ -38,9 +38,11 @@ PACKAGES = ("progressive_mcp", "lambda_fn")
 LOCAL_ONLY_FILES = frozenset(
     {
         "lambda_fn/local.py",  # `progressive-mcp serve`: a local HTTP server around the handler
-        "progressive_mcp/sample_upstream.py",  # the offline sample upstream (synthetic data, tests and demos)
+        "progressive_mcp/offline/__init__.py",  # the offline stand-ins of upstream APIs (tests and demos):
+        "progressive_mcp/offline/sample_upstream.py",  # the synthetic Alpha Vantage
+        "progressive_mcp/offline/sample_data.py",  # and its arithmetic
         "progressive_mcp/demo.py",  # `make demo`
-        "progressive_mcp/stdio.py",  # the stdio server (the mcp SDK, which the asset leaves out)
+        "progressive_mcp/surfaces/stdio.py",  # the stdio server (the mcp SDK, which the asset leaves out)
         "progressive_mcp/__main__.py",  # `python -m progressive_mcp`
     }
 )

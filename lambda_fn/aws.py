@@ -35,10 +35,10 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from progressive_mcp.cache import CachedAnswer, StoredResult
-from progressive_mcp.endpoint import Endpoint
+from progressive_mcp.calls.cache import CachedAnswer, StoredResult
 from progressive_mcp.errors import ConfigError
 from progressive_mcp.settings import Settings
+from progressive_mcp.surfaces.endpoint import Endpoint
 from progressive_mcp.tokens import dumps
 
 if TYPE_CHECKING:

@@ -28,9 +28,9 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from lambda_fn.aws import endpoint_from_environment
-from progressive_mcp.codemode import TOOL_EXECUTE
-from progressive_mcp.endpoint import Endpoint, Exchange, HttpRequest, HttpResponse
-from progressive_mcp.metatools import META_TOOL_NAMES
+from progressive_mcp.calls.codemode import TOOL_EXECUTE
+from progressive_mcp.surfaces.endpoint import Endpoint, Exchange, HttpRequest, HttpResponse
+from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 
 SERVICE = "progressive-mcp"
 NAMESPACE = "ProgressiveMCP"

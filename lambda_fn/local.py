@@ -819,7 +819,7 @@ def run(args: argparse.Namespace) -> int:
         made_token: str | None = None
         try:
             if args.sample_upstream:
-                from progressive_mcp.sample_upstream import SampleUpstream
+                from progressive_mcp.offline.sample_upstream import SampleUpstream
 
                 sample = stack.enter_context(SampleUpstream(port=0))
                 os.environ["PMCP_UPSTREAM_URL"] = sample.url
@@ -845,7 +845,7 @@ def _server_key_for_the_sample() -> str | None:
     """Server-key mode against the sample upstream: a dummy upstream key (the sample takes any), and a bearer
     token made for this run unless tokens are configured. Returns the token made, if any."""
     from progressive_mcp.catalog import default_spec_path
-    from progressive_mcp.spec import load_spec
+    from progressive_mcp.sources.spec import load_spec
 
     auth = load_spec(os.environ.get("PMCP_SPEC") or default_spec_path()).api.auth
     if auth is not None:

@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from progressive_mcp.errors import UnknownTool
-from progressive_mcp.spec import ApiSpec, ResolvedParam, Spec, ToolSpec, load_spec, resolve_params, used_outputs
+from progressive_mcp.sources.spec import ApiSpec, ResolvedParam, Spec, ToolSpec, load_spec, resolve_params, used_outputs
 
 TOOL_ANNOTATIONS: Mapping[str, bool] = MappingProxyType(
     {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": True}

@@ -53,14 +53,14 @@ def _spec_compile(args: argparse.Namespace) -> int:
 
 
 def _spec_schema(_args: argparse.Namespace) -> int:
-    from progressive_mcp.spec import spec_json_schema_text
+    from progressive_mcp.sources.spec import spec_json_schema_text
 
     sys.stdout.write(spec_json_schema_text())
     return 0
 
 
 def _stdio(args: argparse.Namespace) -> int:
-    from progressive_mcp.stdio import run
+    from progressive_mcp.surfaces.stdio import run
 
     return run(args)
 
@@ -98,7 +98,7 @@ def _tokens(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from progressive_mcp.evaluation import evaluation_report
+    from progressive_mcp.search.evaluation import evaluation_report
 
     try:
         print(
@@ -118,7 +118,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _sample_upstream(args: argparse.Namespace) -> int:
-    from progressive_mcp import sample_upstream
+    from progressive_mcp.offline import sample_upstream
 
     return sample_upstream.run(args, args.parser)
 
@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eval_.set_defaults(func=_eval)
 
-    from progressive_mcp import sample_upstream
+    from progressive_mcp.offline import sample_upstream
 
     sample = commands.add_parser(
         "sample-upstream",

@@ -18,7 +18,7 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from progressive_mcp.sample_upstream import SampleUpstream
+from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.tokens import TOKENIZER_LABEL, count_tokens, dumps
 
 DEMO_KEY = "demo-key-for-the-sample-upstream"

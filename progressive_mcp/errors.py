@@ -1,7 +1,7 @@
 """The one exception hierarchy of progressive-mcp; `ProgressiveMCPError` is its root.
 
 Each class says what went wrong. They are turned into MCP `isError` results or protocol errors
-in exactly one place (`progressive_mcp.surface`).
+in exactly one place (`progressive_mcp.surfaces.surface`).
 """
 
 from __future__ import annotations

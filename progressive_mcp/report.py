@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from progressive_mcp.calls.upstream import UpstreamClient
 from progressive_mcp.catalog import Catalog
-from progressive_mcp.metatools import (
+from progressive_mcp.offline.sample_upstream import SampleUpstream
+from progressive_mcp.surfaces.metatools import (
     DETAIL_LEVELS,
     SEARCH_SCHEMA_HITS,
     SEARCH_SCHEMA_SHARE,
@@ -29,10 +31,8 @@ from progressive_mcp.metatools import (
     TOOL_LIST,
     TOOL_SEARCH,
 )
-from progressive_mcp.sample_upstream import SampleUpstream
-from progressive_mcp.surface import CallContext, Surface
+from progressive_mcp.surfaces.surface import CallContext, Surface
 from progressive_mcp.tokens import ENCODINGS, count_tokens, dumps
-from progressive_mcp.upstream import UpstreamClient
 
 # The project's token budgets, in cl100k tokens; keys name the report's figures (see `budget_figures`).
 BUDGETS = {

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from progressive_mcp.calls.sandbox import ScriptLimits
 from progressive_mcp.catalog import default_spec_path
 from progressive_mcp.errors import ConfigError
-from progressive_mcp.sandbox import ScriptLimits
 
 Mode = Literal["progressive", "direct", "hybrid", "code"]
 MODES: tuple[Mode, ...] = ("progressive", "direct", "hybrid", "code")

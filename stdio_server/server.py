@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from progressive_mcp.cli import add_server_flags
-from progressive_mcp.stdio import build_server, run, serve
+from progressive_mcp.surfaces.stdio import build_server, run, serve
 
 __all__ = ["build_server", "main", "parse_args", "serve"]
 

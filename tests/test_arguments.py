@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from progressive_mcp.arguments import prepare_arguments
+from progressive_mcp.calls.arguments import prepare_arguments
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.errors import InvalidArguments, UnknownTool
-from progressive_mcp.spec import parse_spec
+from progressive_mcp.sources.spec import parse_spec
 
 RSI_OK = {"symbol": "IBM", "interval": "daily", "time_period": 14, "series_type": "close"}
 INDICATOR_INTERVALS = ["1min", "5min", "15min", "30min", "60min", "daily", "weekly", "monthly"]

@@ -43,12 +43,12 @@ from lambda_fn.aws import (
 )
 from lambda_fn.handler import make_handler
 from lambda_fn.local import LocalContext
-from progressive_mcp.cache import CachedAnswer, MemoryCache
-from progressive_mcp.endpoint import Endpoint, HttpRequest
+from progressive_mcp.calls.cache import CachedAnswer, MemoryCache
 from progressive_mcp.errors import ConfigError
-from progressive_mcp.sample_upstream import SampleUpstream
+from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.settings import Settings
-from progressive_mcp.surface import CallContext, CallRecord, Surface
+from progressive_mcp.surfaces.endpoint import Endpoint, HttpRequest
+from progressive_mcp.surfaces.surface import CallContext, CallRecord, Surface
 from progressive_mcp.tokens import count_tokens, dumps
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -41,7 +41,7 @@ def real_names() -> list[str]:
 
 @pytest.mark.parametrize("n_tools", [50, 1000])
 def test_synthetic_spec_gives_exactly_n_valid_tools(generator: ModuleType, real_names: list[str], n_tools: int) -> None:
-    catalog = generator.synthetic_catalog(n_tools)  # validated by progressive_mcp.spec.parse_spec
+    catalog = generator.synthetic_catalog(n_tools)  # validated by progressive_mcp.sources.spec.parse_spec
 
     assert len(catalog) == n_tools
     names = [tool.name for tool in catalog.tools]

@@ -41,8 +41,8 @@ from infra.bundling import (
     runtime_requirements,
 )
 from infra.config import StackConfig
-from progressive_mcp.metatools import META_TOOL_NAMES
-from progressive_mcp.sample_upstream import SampleUpstream
+from progressive_mcp.offline.sample_upstream import SampleUpstream
+from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec" / "alphavantage.yaml"

@@ -17,7 +17,7 @@ import pytest
 
 from lambda_fn.handler import make_handler
 from lambda_fn.local import LocalServer
-from progressive_mcp.cache import (
+from progressive_mcp.calls.cache import (
     LOCAL,
     PUBLIC,
     SERVER,
@@ -27,14 +27,14 @@ from progressive_mcp.cache import (
     cache_key,
     caller_entitlement,
 )
+from progressive_mcp.calls.upstream import UpstreamClient
 from progressive_mcp.catalog import Catalog
-from progressive_mcp.endpoint import Endpoint
 from progressive_mcp.errors import ConfigError
-from progressive_mcp.sample_upstream import SampleUpstream
+from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.settings import Settings
-from progressive_mcp.surface import CallContext, CallRecord, Surface
+from progressive_mcp.surfaces.endpoint import Endpoint
+from progressive_mcp.surfaces.surface import CallContext, CallRecord, Surface
 from progressive_mcp.tokens import count_tokens, dumps
-from progressive_mcp.upstream import UpstreamClient
 
 KEY = "CaChE-KEY-0042"
 OTHER_KEY = "OtHeR-KEY-0777"
@@ -410,7 +410,7 @@ def test_memory_cache_keeps_answers_as_text_and_counts_that_exactly() -> None:
 def test_a_big_answer_is_cut_to_size_once_however_often_it_is_asked_for(
     catalog: Catalog, upstream: SampleUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from progressive_mcp import surface as surface_module
+    from progressive_mcp.surfaces import surface as surface_module
 
     shaped: list[str] = []
     real_shape = surface_module.shape_result

@@ -19,7 +19,7 @@ import pytest
 
 from progressive_mcp.catalog import Catalog, catalog_version, content_hash, default_spec_path, input_schema
 from progressive_mcp.errors import UnknownTool
-from progressive_mcp.spec import ResolvedParam, Spec, load_spec, parse_spec
+from progressive_mcp.sources.spec import ResolvedParam, Spec, load_spec, parse_spec
 
 REFERENCE = Path("/work/shared/reference/alphavantage_functions.json")
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from progressive_mcp.spec import spec_json_schema_text
+from progressive_mcp.sources.spec import spec_json_schema_text
 
 REPO = Path(__file__).resolve().parent.parent
 BUNDLED = REPO / "spec" / "alphavantage.yaml"

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from progressive_mcp.cache import LOCAL, MemoryCache
+from progressive_mcp.calls.cache import LOCAL, MemoryCache
+from progressive_mcp.calls.sandbox import ScriptLimits
+from progressive_mcp.calls.stubs import python_name, tool_stubs
+from progressive_mcp.calls.upstream import HttpxTransport, UpstreamClient, UpstreamRequest, UpstreamResponse
 from progressive_mcp.catalog import Catalog
+from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.report import tools_list_tokens
-from progressive_mcp.sample_upstream import SampleUpstream
-from progressive_mcp.sandbox import ScriptLimits
-from progressive_mcp.stubs import python_name, tool_stubs
-from progressive_mcp.surface import CallContext, Surface
-from progressive_mcp.upstream import HttpxTransport, UpstreamClient, UpstreamRequest, UpstreamResponse
+from progressive_mcp.surfaces.surface import CallContext, Surface
 
 KEY = "CoDe-MoDe-KEY-0042"
 FIVE = ["AAPL", "MSFT", "NVDA", "AMZN", "GOOGL"]
@@ -247,7 +247,7 @@ def test_a_big_result_is_cut_to_the_budget_saying_so(catalog: Catalog, upstream:
 
 
 def test_stub_names_are_python_identifiers_for_dotted_tools() -> None:
-    from progressive_mcp.spec import parse_spec
+    from progressive_mcp.sources.spec import parse_spec
 
     text = """\
 api: {name: music, title: Music, base_url: "https://example.com/2.0/", dispatch: {name: method}}

@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from progressive_mcp.sample_upstream import SampleUpstream
+from progressive_mcp.offline.sample_upstream import SampleUpstream
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "CoDe-E2E-KEY-0042"

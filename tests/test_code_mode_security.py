@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 
-from progressive_mcp.cache import MemoryCache
+from progressive_mcp.calls.cache import MemoryCache
+from progressive_mcp.calls.sandbox import Sandbox, ScriptLimits
+from progressive_mcp.calls.upstream import UpstreamClient
 from progressive_mcp.catalog import Catalog
-from progressive_mcp.sample_upstream import SampleUpstream
-from progressive_mcp.sandbox import Sandbox, ScriptLimits
-from progressive_mcp.surface import CallContext, Surface
+from progressive_mcp.offline.sample_upstream import SampleUpstream
+from progressive_mcp.surfaces.surface import CallContext, Surface
 from progressive_mcp.tokens import count_tokens
-from progressive_mcp.upstream import UpstreamClient
 
 KEY = "SeCuRiTy-KeY-8675309"
 BUDGET = 8000  # the surface's default max_result_tokens

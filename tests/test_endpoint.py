@@ -1,4 +1,4 @@
-"""Tests for the transport-neutral MCP Streamable HTTP endpoint (`progressive_mcp.endpoint`).
+"""Tests for the transport-neutral MCP Streamable HTTP endpoint (`progressive_mcp.surfaces.endpoint`).
 
 Every request goes through `Endpoint.handle`, in process; tool calls reach the offline sample upstream
 over real HTTP on 127.0.0.1. Results are re-checked with `mcp_types.methods.parse_server_result`, an
@@ -31,11 +31,11 @@ from mcp_types.jsonrpc import (
     UNSUPPORTED_PROTOCOL_VERSION,
 )
 
-from progressive_mcp.endpoint import Endpoint, HttpRequest, HttpResponse
 from progressive_mcp.errors import ConfigError
-from progressive_mcp.metatools import META_TOOL_NAMES
-from progressive_mcp.sample_upstream import COMPANIES, SampleUpstream
+from progressive_mcp.offline.sample_upstream import COMPANIES, SampleUpstream
 from progressive_mcp.settings import Settings
+from progressive_mcp.surfaces.endpoint import Endpoint, HttpRequest, HttpResponse
+from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 
 MODERN = "2026-07-28"
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")

@@ -18,7 +18,7 @@ import pytest
 
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.cli import main
-from progressive_mcp.evaluation import (
+from progressive_mcp.search.evaluation import (
     BM25Baseline,
     EvalQuery,
     QueryFileError,

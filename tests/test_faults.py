@@ -38,9 +38,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from lambda_fn.handler import make_handler
 from lambda_fn.local import build_event
-from progressive_mcp.endpoint import Endpoint
-from progressive_mcp.sample_upstream import SampleUpstream
+from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.settings import Settings
+from progressive_mcp.surfaces.endpoint import Endpoint
 
 KEY = "FaUlT-SeCrEt-KEY-6093"
 ROOT = Path(__file__).resolve().parent.parent

@@ -37,15 +37,15 @@ from mcp_types.jsonrpc import INTERNAL_ERROR
 from lambda_fn import handler as handler_module
 from lambda_fn.handler import make_handler
 from lambda_fn.local import LocalContext
-from progressive_mcp.arguments import MAX_VALUE_CHARS
+from progressive_mcp.calls.arguments import MAX_VALUE_CHARS
+from progressive_mcp.calls.upstream import UpstreamClient, UpstreamRequest, UpstreamResponse
 from progressive_mcp.catalog import Catalog, CatalogTool
-from progressive_mcp.endpoint import Endpoint, HttpRequest
 from progressive_mcp.errors import UnknownTool
-from progressive_mcp.metatools import META_TOOL_NAMES
 from progressive_mcp.settings import Settings
-from progressive_mcp.spec import ResolvedParam
-from progressive_mcp.surface import CallContext, Surface
-from progressive_mcp.upstream import UpstreamClient, UpstreamRequest, UpstreamResponse
+from progressive_mcp.sources.spec import ResolvedParam
+from progressive_mcp.surfaces.endpoint import Endpoint, HttpRequest
+from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
+from progressive_mcp.surfaces.surface import CallContext, Surface
 
 EVENTS = Path(__file__).resolve().parent / "fixtures" / "events"
 # Hypothesis keeps a cache of constants it finds in the code; under .cache (git-ignored), not in the repo's root.

@@ -28,10 +28,10 @@ from mcp.shared.exceptions import MCPError
 
 from lambda_fn.handler import make_handler
 from lambda_fn.local import LocalServer
-from progressive_mcp.endpoint import Endpoint
-from progressive_mcp.metatools import META_TOOL_NAMES
-from progressive_mcp.sample_upstream import SampleUpstream
+from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.settings import Settings
+from progressive_mcp.surfaces.endpoint import Endpoint
+from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 
 KEY = "HtTp-SeCrEt-KEY-42"
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,10 +24,10 @@ import pytest
 from lambda_fn import handler as handler_module
 from lambda_fn.handler import make_handler, request_from_event, result_from_response
 from lambda_fn.local import LocalContext
-from progressive_mcp.endpoint import Endpoint, HttpResponse
-from progressive_mcp.metatools import META_TOOL_NAMES
-from progressive_mcp.sample_upstream import Faults, SampleUpstream
+from progressive_mcp.offline.sample_upstream import Faults, SampleUpstream
 from progressive_mcp.settings import Settings
+from progressive_mcp.surfaces.endpoint import Endpoint, HttpResponse
+from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS = Path(__file__).resolve().parent / "fixtures" / "events"
@@ -583,7 +583,7 @@ def test_on_lambda_the_cores_log_lines_are_powertools_json_with_the_correlation_
         "import json, logging\n"
         "from lambda_fn.handler import logger\n"
         "logger.thread_safe_append_keys(correlation_id='req-42')\n"
-        "logging.getLogger('progressive_mcp.surface').warning('response cache read failed')\n"
+        "logging.getLogger('progressive_mcp.surfaces.surface').warning('response cache read failed')\n"
     )
     env = {**os.environ, "AWS_LAMBDA_FUNCTION_NAME": "progressive-mcp-test", "PMCP_UPSTREAM_URL": "http://127.0.0.1:9"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
@@ -608,8 +608,8 @@ def test_emf_counts_each_upstream_call_a_script_makes(upstream: SampleUpstream, 
 
 
 def test_a_sandbox_that_cannot_start_is_a_tool_error_not_a_500(upstream: SampleUpstream, out: Output) -> None:
-    from progressive_mcp.sandbox import Sandbox
-    from progressive_mcp.surface import Surface
+    from progressive_mcp.calls.sandbox import Sandbox
+    from progressive_mcp.surfaces.surface import Surface
 
     endpoint = passthrough(upstream, mode="code")
     broken = Sandbox(binary_path="/nonexistent/monty")

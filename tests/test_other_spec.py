@@ -27,7 +27,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from progressive_mcp.metatools import META_TOOL_NAMES
+from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "lastfm"

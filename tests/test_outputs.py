@@ -26,9 +26,9 @@ import jsonschema_rs
 import pytest
 from test_sample_catalog import CSV_ONLY, key_for, valid_arguments  # the sample-catalog tests' argument helpers
 
+from progressive_mcp.calls.upstream import UpstreamClient
 from progressive_mcp.catalog import Catalog
-from progressive_mcp.sample_upstream import SampleUpstream
-from progressive_mcp.upstream import UpstreamClient
+from progressive_mcp.offline.sample_upstream import SampleUpstream
 
 INDICATORS = frozenset(t.name for t in Catalog.load().tools if t.category == "technicals")
 ALL_TOOLS = sorted(t.name for t in Catalog.load().tools)

@@ -12,11 +12,11 @@ from urllib.parse import quote
 
 import pytest
 
-from progressive_mcp.cache import SERVER, MemoryCache
+from progressive_mcp.calls.cache import SERVER, MemoryCache
+from progressive_mcp.calls.upstream import UpstreamClient, UpstreamRequest, UpstreamResponse
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.redaction import MASK, contains, key_problem, redact, scrub
-from progressive_mcp.surface import CallContext, Surface
-from progressive_mcp.upstream import UpstreamClient, UpstreamRequest, UpstreamResponse
+from progressive_mcp.surfaces.surface import CallContext, Surface
 
 OPERATOR_KEY = "OPERATORKEY77"
 LASTFM_SPEC = Path(__file__).resolve().parent / "fixtures" / "lastfm" / "lastfm.yaml"

@@ -16,10 +16,10 @@ import jsonschema_rs
 import pytest
 
 from progressive_mcp.catalog import Catalog
-from progressive_mcp.metatools import SEARCH_SCHEMA_HITS, SEARCH_SCHEMA_SHARE
+from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.report import BUDGETS, FLOWS, TASKS, build_report, render
-from progressive_mcp.sample_upstream import SampleUpstream
-from progressive_mcp.surface import CallContext, Surface
+from progressive_mcp.surfaces.metatools import SEARCH_SCHEMA_HITS, SEARCH_SCHEMA_SHARE
+from progressive_mcp.surfaces.surface import CallContext, Surface
 from progressive_mcp.tokens import count_tokens, dumps
 
 REPO = Path(__file__).resolve().parent.parent
@@ -77,7 +77,7 @@ def test_both_tokenizers_count_a_non_trivial_text_differently() -> None:
 def test_importing_the_core_loads_no_vocabulary_and_a_count_loads_only_cl100k() -> None:
     code = (
         "import sys\n"
-        "import progressive_mcp.surface, progressive_mcp.tokens as tokens\n"
+        "import progressive_mcp.surfaces.surface, progressive_mcp.tokens as tokens\n"
         "assert 'bpe_openai' not in sys.modules\n"
         "tokens.count_tokens('x')\n"
         "assert tokens._encoding.cache_info().currsize == 1\n"

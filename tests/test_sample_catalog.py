@@ -31,11 +31,12 @@ from typing import Any
 
 import pytest
 
-from progressive_mcp import sample_upstream
-from progressive_mcp.arguments import prepare_arguments
+from progressive_mcp.calls.arguments import prepare_arguments
+from progressive_mcp.calls.upstream import UpstreamClient, UpstreamResult, _wire_value
 from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.errors import PremiumRequired
-from progressive_mcp.sample_upstream import (
+from progressive_mcp.offline import sample_upstream
+from progressive_mcp.offline.sample_upstream import (
     ANCHOR,
     PREMIUM_FUNCTIONS,
     SAMPLE_LABEL,
@@ -43,7 +44,6 @@ from progressive_mcp.sample_upstream import (
     SampleUpstream,
     answer_query,
 )
-from progressive_mcp.upstream import UpstreamClient, UpstreamResult, _wire_value
 
 KEY = "k"
 PREMIUM_KEY = "premium-k"  # the sample upstream treats keys starting with "premium" as a premium plan

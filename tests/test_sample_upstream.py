@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from progressive_mcp.sample_upstream import (
+from progressive_mcp.offline.sample_upstream import (
     ANCHOR,
     APIKEY_ERROR,
     COMPACT_POINTS,
@@ -610,7 +610,7 @@ def test_url_and_lifecycle() -> None:
 def test_cli_serves_until_interrupted() -> None:
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.Popen(
-        [sys.executable, "-m", "progressive_mcp.sample_upstream", "--port", "0", "--rate-limit"],
+        [sys.executable, "-m", "progressive_mcp.offline.sample_upstream", "--port", "0", "--rate-limit"],
         cwd=root,
         stderr=subprocess.PIPE,
         text=True,

@@ -32,23 +32,23 @@ import pytest
 from lambda_fn import handler as handler_module
 from lambda_fn.handler import make_handler
 from lambda_fn.local import MAX_WIRE_BODY_BYTES, LocalContext, LocalServer
-from progressive_mcp import endpoint as endpoint_module
-from progressive_mcp import sample_upstream
-from progressive_mcp.arguments import MAX_ARGUMENTS, MAX_NESTING, MAX_VALUE_CHARS, prepare_arguments
-from progressive_mcp.cache import MemoryCache, ResponseCache
-from progressive_mcp.catalog import Catalog, CatalogTool
-from progressive_mcp.endpoint import Endpoint, HttpRequest, HttpResponse
-from progressive_mcp.sample_upstream import COMPANIES, SampleUpstream
-from progressive_mcp.settings import Settings
-from progressive_mcp.spec import ResolvedParam
-from progressive_mcp.surface import Surface
-from progressive_mcp.upstream import (
+from progressive_mcp.calls.arguments import MAX_ARGUMENTS, MAX_NESTING, MAX_VALUE_CHARS, prepare_arguments
+from progressive_mcp.calls.cache import MemoryCache, ResponseCache
+from progressive_mcp.calls.upstream import (
     HttpxTransport,
     UpstreamClient,
     UpstreamRequest,
     UpstreamResponse,
     UpstreamTransport,
 )
+from progressive_mcp.catalog import Catalog, CatalogTool
+from progressive_mcp.offline import sample_upstream
+from progressive_mcp.offline.sample_upstream import COMPANIES, SampleUpstream
+from progressive_mcp.settings import Settings
+from progressive_mcp.sources.spec import ResolvedParam
+from progressive_mcp.surfaces import endpoint as endpoint_module
+from progressive_mcp.surfaces.endpoint import Endpoint, HttpRequest, HttpResponse
+from progressive_mcp.surfaces.surface import Surface
 
 ROOT = Path(__file__).resolve().parent.parent
 

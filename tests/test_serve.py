@@ -25,10 +25,10 @@ import pytest
 
 from lambda_fn.handler import make_handler, request_from_event
 from lambda_fn.local import MAX_WIRE_BODY_BYTES, LocalServer, ServeLimits, build_event
-from progressive_mcp.endpoint import Endpoint
-from progressive_mcp.metatools import META_TOOL_NAMES
-from progressive_mcp.sample_upstream import ANCHOR, SampleUpstream
+from progressive_mcp.offline.sample_upstream import ANCHOR, SampleUpstream
 from progressive_mcp.settings import Settings
+from progressive_mcp.surfaces.endpoint import Endpoint
+from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}

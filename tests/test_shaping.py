@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from progressive_mcp.calls.shaping import shape_result
+from progressive_mcp.calls.upstream import HttpxTransport, UpstreamClient, UpstreamResult
 from progressive_mcp.catalog import Catalog
-from progressive_mcp.sample_upstream import FULL_TRADING_DAYS, HUGE_ROWS, SAMPLE_LABEL, SampleUpstream
-from progressive_mcp.shaping import shape_result
+from progressive_mcp.offline.sample_upstream import FULL_TRADING_DAYS, HUGE_ROWS, SAMPLE_LABEL, SampleUpstream
 from progressive_mcp.tokens import count_tokens, dumps, fits_budget
-from progressive_mcp.upstream import HttpxTransport, UpstreamClient, UpstreamResult
 
 KEY = "shaping-test-key"
 DAILY = "Time Series (Daily)"

@@ -15,7 +15,7 @@ import yaml
 
 from progressive_mcp.catalog import default_spec_path
 from progressive_mcp.errors import SpecError
-from progressive_mcp.spec import load_spec, parse_spec, resolve_params, spec_json_schema, spec_json_schema_text
+from progressive_mcp.sources.spec import load_spec, parse_spec, resolve_params, spec_json_schema, spec_json_schema_text
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA_FILE = REPO / "spec" / "spec.schema.json"

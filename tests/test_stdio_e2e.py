@@ -19,8 +19,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from progressive_mcp.metatools import META_TOOL_NAMES
-from progressive_mcp.sample_upstream import SampleUpstream
+from progressive_mcp.offline.sample_upstream import SampleUpstream
+from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 
 KEY = "StDiO-SeCrEt-KEY-77"
 MODES = ["legacy", "2026-07-28"]

@@ -16,14 +16,14 @@ import pydantic_monty
 import pytest
 from test_sample_catalog import key_for, valid_arguments  # the sample-catalog tests' argument helpers
 
+from progressive_mcp.calls.stubs import forced_json, python_name, tool_stubs
+from progressive_mcp.calls.upstream import UpstreamClient
 from progressive_mcp.catalog import Catalog
-from progressive_mcp.sample_upstream import SampleUpstream
-from progressive_mcp.stubs import forced_json, python_name, tool_stubs
-from progressive_mcp.upstream import UpstreamClient
+from progressive_mcp.offline.sample_upstream import SampleUpstream
 
 CATALOG = Catalog.load()
 ALL_TOOLS = [t.name for t in CATALOG.tools]
-SERIES_MIN_MEMBERS = 12  # as in progressive_mcp.shaping: a dict this long whose values are containers is a series
+SERIES_MIN_MEMBERS = 12  # as in progressive_mcp.calls.shaping: a dict this long whose values are containers is a series
 
 
 @pytest.fixture(scope="module")

@@ -10,15 +10,15 @@ from typing import Any
 import jsonschema_rs
 import pytest
 
-from progressive_mcp import search as search_module
+from progressive_mcp.calls.upstream import UpstreamClient
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.errors import ConfigError, UnknownTool
-from progressive_mcp.metatools import META_TOOL_NAMES
+from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.report import BUDGETS, measure_tokens
-from progressive_mcp.sample_upstream import SampleUpstream
-from progressive_mcp.search import STOP_TERMS, SearchIndex, _bigrams, _ToolTexts, stem, tokenize
-from progressive_mcp.surface import CallContext, Surface
-from progressive_mcp.upstream import UpstreamClient
+from progressive_mcp.search import index as search_module
+from progressive_mcp.search.index import STOP_TERMS, SearchIndex, _bigrams, _ToolTexts, stem, tokenize
+from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
+from progressive_mcp.surfaces.surface import CallContext, Surface
 
 KEY = "SuRfAcE-KEY-0042"
 
@@ -535,7 +535,7 @@ def test_a_typo_of_a_meta_tool_suggests_that_meta_tool_alone(surface: Surface) -
 
 
 def test_names_fold_case_and_suggestions_ignore_separators() -> None:
-    from progressive_mcp.spec import parse_spec
+    from progressive_mcp.sources.spec import parse_spec
 
     music = Catalog.from_spec(parse_spec(DOTTED_SPEC))
     assert music.get("artist.getinfo").name == "artist.getInfo"

@@ -16,6 +16,14 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
+from progressive_mcp.calls.upstream import (
+    HttpxTransport,
+    TransportError,
+    UpstreamClient,
+    UpstreamRequest,
+    UpstreamResponse,
+    redact,
+)
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.errors import (
     MissingApiKey,
@@ -27,16 +35,8 @@ from progressive_mcp.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from progressive_mcp.sample_upstream import COMPACT_POINTS, RATE_LIMIT_KEY, SAMPLE_LABEL, SampleUpstream
-from progressive_mcp.spec import AuthSpec
-from progressive_mcp.upstream import (
-    HttpxTransport,
-    TransportError,
-    UpstreamClient,
-    UpstreamRequest,
-    UpstreamResponse,
-    redact,
-)
+from progressive_mcp.offline.sample_upstream import COMPACT_POINTS, RATE_LIMIT_KEY, SAMPLE_LABEL, SampleUpstream
+from progressive_mcp.sources.spec import AuthSpec
 
 KEY = "SeCrEt-KEY-123"
 ENV_VAR = "ALPHAVANTAGE_API_KEY"
@@ -838,7 +838,7 @@ def test_key_never_leaks_into_logs_of_a_successful_call(
     client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
 
     assert any(r.name == "httpx" for r in debug_logs.records), "httpx's request line was captured"
-    assert any(r.name == "progressive_mcp.upstream" for r in debug_logs.records)
+    assert any(r.name == "progressive_mcp.calls.upstream" for r in debug_logs.records)
     assert_key_never_leaks(KEY, debug_logs)
 
 
@@ -889,7 +889,7 @@ def test_request_repr_never_shows_the_key() -> None:
 def test_deadline_and_body_limit_settings_reach_the_client(catalog: Catalog) -> None:
     from progressive_mcp.errors import ConfigError
     from progressive_mcp.settings import Settings
-    from progressive_mcp.surface import Surface
+    from progressive_mcp.surfaces.surface import Surface
 
     settings = Settings.from_env({"PMCP_DEADLINE_S": "3.5", "PMCP_MAX_UPSTREAM_BYTES": "2048"})
     client = Surface.from_settings(settings, catalog=catalog).upstream

@@ -24,8 +24,8 @@ from typing import Any
 
 import mcp_types as types
 
-from progressive_mcp.arguments import prepare_arguments
-from progressive_mcp.cache import (
+from progressive_mcp.calls.arguments import prepare_arguments
+from progressive_mcp.calls.cache import (
     LOCAL,
     PUBLIC,
     SERVER,
@@ -36,17 +36,17 @@ from progressive_mcp.cache import (
     cache_key,
     caller_entitlement,
 )
+from progressive_mcp.calls.codemode import TOOL_EXECUTE, CodeMode
+from progressive_mcp.calls.sandbox import Sandbox, ScriptError, ScriptLimits
+from progressive_mcp.calls.shaping import shape_result
+from progressive_mcp.calls.stubs import forced_json
+from progressive_mcp.calls.upstream import UpstreamClient, UpstreamTransport
 from progressive_mcp.catalog import Catalog, CatalogTool
-from progressive_mcp.codemode import TOOL_EXECUTE, CodeMode
 from progressive_mcp.errors import ConfigError, MissingApiKey, ToolError, UnknownTool
-from progressive_mcp.metatools import META_TOOL_NAMES, TOOL_CALL, MetaTools
 from progressive_mcp.redaction import key_problem, redact
-from progressive_mcp.sandbox import Sandbox, ScriptError, ScriptLimits
 from progressive_mcp.settings import Mode, Settings
-from progressive_mcp.shaping import shape_result
-from progressive_mcp.stubs import forced_json
+from progressive_mcp.surfaces.metatools import META_TOOL_NAMES, TOOL_CALL, MetaTools
 from progressive_mcp.tokens import dumps
-from progressive_mcp.upstream import UpstreamClient, UpstreamTransport
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class CallContext:
 
     `missing_key_help` replaces the default "set the environment variable" advice when a call
     needs the upstream and no key came with it (over HTTP: how to pass one with the request).
-    `entitlement` says whose plan the key stands for (see `progressive_mcp.cache`): PUBLIC for a
+    `entitlement` says whose plan the key stands for (see `progressive_mcp.calls.cache`): PUBLIC for a
     caller's own key on a shared server, SERVER for the server's key, LOCAL for a one-user process.
     """
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from progressive_mcp.calls.codemode import execute_definition
+from progressive_mcp.calls.stubs import tool_stubs
 from progressive_mcp.catalog import Catalog, CatalogTool, _thaw
-from progressive_mcp.codemode import execute_definition
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool
-from progressive_mcp.search import SearchIndex
-from progressive_mcp.stubs import tool_stubs
+from progressive_mcp.search.index import SearchIndex
 
 TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL = "TOOL_LIST", "TOOL_SEARCH", "TOOL_GET", "TOOL_CALL"
 META_TOOL_NAMES = (TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL)

@@ -12,7 +12,8 @@ unanswered gets no result. Example::
     index.search("UK inflation rate")             # []: the inflation series are US-only
 
 Per query, the cost grows with the postings of the query's terms, not with the number of tools: every term's weight
-for every tool is computed once, when the index is built. The words it understands are in `progressive_mcp.vocabulary`.
+for every tool is computed once, when the index is built. The words it understands are in
+`progressive_mcp.search.vocabulary`.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from functools import cached_property, lru_cache
 from operator import itemgetter
 from typing import NamedTuple
 
-from progressive_mcp import vocabulary as vocab
 from progressive_mcp.catalog import CatalogTool
+from progressive_mcp.search import vocabulary as vocab
 
 # --- how tools are indexed (BM25F) ---------------------------------------------------------------------------------
 # Where a word is found says how much the tool is about it.

@@ -1,6 +1,6 @@
 """The finance vocabulary tool search understands: stopwords, word forms, synonyms, entities and out-of-scope subjects.
 
-Plain data, lower case, read by `progressive_mcp.search` when an index is built; nothing here depends on a spec.
+Plain data, lower case, read by `progressive_mcp.search.index` when an index is built; nothing here depends on a spec.
 Words are written as people type them; the index runs them through the same normalisation as tool texts. Example::
 
     "eps" in SYNONYMS            # True: a query saying EPS also looks for "earnings"

@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from progressive_mcp.calls.sandbox import Sandbox, ScriptLimits, ToolCallFailed
+from progressive_mcp.calls.shaping import shape_script_answer
+from progressive_mcp.calls.stubs import python_name, tool_stubs
 from progressive_mcp.catalog import CatalogTool
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool, UpstreamTimeout
-from progressive_mcp.sandbox import Sandbox, ScriptLimits, ToolCallFailed
-from progressive_mcp.shaping import shape_script_answer
-from progressive_mcp.stubs import python_name, tool_stubs
 
 TOOL_EXECUTE = "TOOL_EXECUTE"
 MAX_CODE_CHARS = 20_000  # a script that calls a few tools and computes an answer is a few hundred

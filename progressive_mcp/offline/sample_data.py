@@ -1,6 +1,6 @@
 """Arithmetic for the sample upstream's synthetic technical indicators and analytics.
 
-Pure functions on lists of floats: no I/O, no state, no randomness. ``progressive_mcp.sample_upstream`` feeds
+Pure functions on lists of floats: no I/O, no state, no randomness. ``progressive_mcp.offline.sample_upstream`` feeds
 them its synthetic price bars and turns the results into Alpha Vantage-shaped answers. Every function takes
 oldest-first inputs and returns a list of the same length, with ``None`` where the indicator has no value yet
 (its lookback), so a caller can line the results up with the bars' timestamps.

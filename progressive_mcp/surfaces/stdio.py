@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 from progressive_mcp import __version__
 from progressive_mcp.errors import ProgressiveMCPError, UnknownTool
 from progressive_mcp.settings import Settings
-from progressive_mcp.surface import CallContext, Surface
+from progressive_mcp.surfaces.surface import CallContext, Surface
 
 logger = logging.getLogger(__name__)
 

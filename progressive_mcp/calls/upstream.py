@@ -42,7 +42,7 @@ from progressive_mcp.errors import (
     UpstreamUnavailable,
 )
 from progressive_mcp.redaction import contains, redact, scrub
-from progressive_mcp.spec import ApiSpec
+from progressive_mcp.sources.spec import ApiSpec
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from progressive_mcp.catalog import CatalogTool, _thaw
-from progressive_mcp.spec import ResolvedParam
+from progressive_mcp.sources.spec import ResolvedParam
 
 PARAM_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
 JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}

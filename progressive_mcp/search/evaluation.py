@@ -254,7 +254,7 @@ def percentile(values: Sequence[float], share: float) -> float:
 
 def engine_ranker(catalog: Catalog) -> Ranker:
     """The project's search exactly as agents reach it: TOOL_SEARCH over the whole catalog, no category."""
-    from progressive_mcp.metatools import MetaTools
+    from progressive_mcp.surfaces.metatools import MetaTools
 
     meta = MetaTools(catalog)
 

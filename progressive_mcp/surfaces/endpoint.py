@@ -52,12 +52,12 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from pydantic import ValidationError
 
 from progressive_mcp import __version__
-from progressive_mcp.cache import PUBLIC, SERVER, ResponseCache, ResultStore
+from progressive_mcp.calls.cache import PUBLIC, SERVER, ResponseCache, ResultStore
+from progressive_mcp.calls.upstream import UpstreamTransport
 from progressive_mcp.errors import ConfigError, UnknownTool
 from progressive_mcp.redaction import key_problem, redact
 from progressive_mcp.settings import MODES, Mode, Settings, split_list
-from progressive_mcp.surface import CallContext, CallRecord, Surface
-from progressive_mcp.upstream import UpstreamTransport
+from progressive_mcp.surfaces.surface import CallContext, CallRecord, Surface
 
 _T = TypeVar("_T")
 

@@ -2,7 +2,7 @@
 
 Run it, then point the product's base URL at it instead of https://www.alphavantage.co/query::
 
-    python -m progressive_mcp.sample_upstream --port 8765
+    python -m progressive_mcp.offline.sample_upstream --port 8765
     curl 'http://127.0.0.1:8765/query?function=GLOBAL_QUOTE&symbol=IBM&apikey=demo'
 
 or, inside a test::
@@ -94,7 +94,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
-from progressive_mcp import sample_data
+from progressive_mcp.offline import sample_data
 
 SAMPLE_LABEL = "Sample data (synthetic, offline)"
 DESCRIPTION = "Serve deterministic SYNTHETIC Alpha Vantage-shaped data on a local port (no network)."
@@ -4177,7 +4177,7 @@ class SampleUpstream:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sample upstream's flags (shared by `python -m progressive_mcp.sample_upstream` and the CLI)."""
+    """The sample upstream's flags (shared by `python -m progressive_mcp.offline.sample_upstream` and the CLI)."""
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port; 0 picks a free one (default 8765)")
     parser.add_argument("--delay", type=float, default=0.0, metavar="SECONDS", help="sleep before answering")
@@ -4229,7 +4229,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def main(argv: list[str] | None = None) -> int:
     """CLI: serve synthetic Alpha Vantage data until Ctrl-C."""
     parser = argparse.ArgumentParser(
-        prog="python -m progressive_mcp.sample_upstream",
+        prog="python -m progressive_mcp.offline.sample_upstream",
         description=DESCRIPTION,
     )
     add_arguments(parser)
