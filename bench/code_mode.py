@@ -17,8 +17,8 @@ import time
 
 from progressive_mcp.calls.cache import LOCAL
 from progressive_mcp.calls.upstream import UpstreamClient
-from progressive_mcp.catalog import Catalog
 from progressive_mcp.offline.sample_upstream import SampleUpstream
+from progressive_mcp.sources import load_catalog
 from progressive_mcp.surfaces.surface import CallContext, Surface
 
 SYMBOLS = '["AAPL", "MSFT", "NVDA", "AMZN", "GOOGL"]'
@@ -53,7 +53,7 @@ def main() -> int:
     parser.add_argument("--delay", type=float, default=0.2, help="seconds the sample upstream waits per answer")
     parser.add_argument("--rounds", type=int, default=5, help="runs of each script (the median is shown)")
     args = parser.parse_args()
-    catalog = Catalog.load()
+    catalog = load_catalog()
     with SampleUpstream() as upstream:
         upstream.update_faults({"delay_s": args.delay})
         surface = Surface(catalog, mode="code", upstream=UpstreamClient(catalog.api, base_url=upstream.url))

@@ -20,10 +20,10 @@ sys.path.insert(0, str(ROOT))
 COLD_SNIPPET = """
 import time
 started = time.perf_counter()
-from progressive_mcp.catalog import Catalog
+from progressive_mcp.sources import load_catalog
 from progressive_mcp.surfaces.surface import Surface
 imported = time.perf_counter()
-surface = Surface(Catalog.load())
+surface = Surface(load_catalog())
 built = time.perf_counter()
 print(f"{(imported - started) * 1000:.1f} {(built - imported) * 1000:.1f}")
 """
@@ -56,11 +56,11 @@ def per_call_ms(fn: Callable[[], object], repeat: int = 2000) -> float:
 
 
 def main() -> int:
-    from progressive_mcp.catalog import Catalog
+    from progressive_mcp.sources import load_catalog
     from progressive_mcp.surfaces.surface import CallContext, Surface
 
     import_ms, build_ms = cold_start()
-    catalog = Catalog.load()
+    catalog = load_catalog()
     surface = Surface(catalog)
     direct = Surface(catalog, mode="direct")
     ctx = CallContext()

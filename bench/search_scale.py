@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 from bench.synthetic_spec import companies, real_tool_count, synthetic_spec  # noqa: E402
 from progressive_mcp.catalog import Catalog  # noqa: E402
 from progressive_mcp.search.index import SearchIndex  # noqa: E402
+from progressive_mcp.sources.spec import build_catalog as catalog_of  # noqa: E402
 from progressive_mcp.sources.spec import parse_spec  # noqa: E402
 from progressive_mcp.surfaces.surface import CallContext, Surface  # noqa: E402
 
@@ -115,7 +116,7 @@ def label(size: int) -> str:
 
 def build_catalog(size: int, seed: int) -> Catalog:
     text = json.dumps(synthetic_spec(size, seed))
-    return Catalog.from_spec(parse_spec(text, source=f"<synthetic {size}>"))
+    return catalog_of(parse_spec(text, source=f"<synthetic {size}>"))
 
 
 def median_ms(fn: Callable[[], object], runs: int = BUILD_RUNS) -> float:

@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from progressive_mcp.catalog import Catalog  # noqa: E402
-from progressive_mcp.sources.spec import parse_spec  # noqa: E402
+from progressive_mcp.sources.spec import build_catalog, parse_spec  # noqa: E402
 
 REAL_SPEC = ROOT / "spec" / "alphavantage.yaml"
 
@@ -368,7 +368,7 @@ def synthetic_spec(n_tools: int, seed: int = 0) -> dict[str, Any]:
 def synthetic_catalog(n_tools: int, seed: int = 0) -> Catalog:
     """`synthetic_spec` validated by the project's own loader (JSON fast path) and built into a Catalog."""
     text = json.dumps(synthetic_spec(n_tools, seed))
-    return Catalog.from_spec(parse_spec(text, source=f"<synthetic {n_tools} tools, seed {seed}>"))
+    return build_catalog(parse_spec(text, source=f"<synthetic {n_tools} tools, seed {seed}>"))
 
 
 def main(argv: list[str] | None = None) -> int:

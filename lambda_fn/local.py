@@ -844,7 +844,7 @@ def run(args: argparse.Namespace) -> int:
 def _server_key_for_the_sample() -> str | None:
     """Server-key mode against the sample upstream: a dummy upstream key (the sample takes any), and a bearer
     token made for this run unless tokens are configured. Returns the token made, if any."""
-    from progressive_mcp.catalog import default_spec_path
+    from progressive_mcp.sources import default_spec_path
     from progressive_mcp.sources.spec import load_spec
 
     auth = load_spec(os.environ.get("PMCP_SPEC") or default_spec_path()).api.auth

@@ -1,9 +1,10 @@
-"""The catalog: every tool of a spec as an MCP tool definition, with content hashes and a version.
+"""The catalog: the common model every source builds, every tool as an MCP tool definition, with content hashes
+and a version, and how to reach the API behind them.
 
-Built once per process from a spec and never changed afterwards, so one instance can be shared
-by all threads and requests. Example::
+A source (`progressive_mcp.sources`) builds it once per process and it never changes afterwards, so one
+instance can be shared by all threads and requests. It imports no source. Example::
 
-    catalog = Catalog.from_spec(load_spec("spec/alphavantage.yaml"))
+    catalog = load_catalog("spec/alphavantage.yaml")       # progressive_mcp.sources.load_catalog
     catalog.get("GLOBAL_QUOTE").input_schema["required"]   # ['symbol']
 """
 
@@ -16,12 +17,10 @@ import re
 import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any, Literal
 
 from progressive_mcp.errors import UnknownTool
-from progressive_mcp.sources.spec import ApiSpec, ResolvedParam, Spec, ToolSpec, load_spec, resolve_params, used_outputs
 
 TOOL_ANNOTATIONS: Mapping[str, bool] = MappingProxyType(
     {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": True}
@@ -29,15 +28,69 @@ TOOL_ANNOTATIONS: Mapping[str, bool] = MappingProxyType(
 PREMIUM_NOTE = " Premium: needs a paid upstream plan."
 
 
-BUNDLED_SPEC = "alphavantage.yaml"
+Scalar = str | int | float | bool
 
 
-def default_spec_path() -> Path:
-    """The bundled Alpha Vantage spec: `spec/` in a source checkout, package data in an installed wheel."""
-    checkout = Path(__file__).resolve().parent.parent / "spec" / BUNDLED_SPEC
-    if checkout.is_file():
-        return checkout
-    return Path(__file__).resolve().parent / "bundled" / BUNDLED_SPEC
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """A query-dispatched API (Alpha Vantage's `?function=`): the query parameter that carries the tool's name."""
+
+    name: str
+    in_: Literal["query"] = "query"
+
+
+@dataclass(frozen=True, slots=True)
+class Auth:
+    """How the upstream key is sent, and the environment variable a single-user server reads it from."""
+
+    in_: Literal["query", "header"]
+    name: str  # the query parameter or header carrying it
+    env: str
+    prefix: str = ""  # put before the key, e.g. "Bearer " in an Authorization header
+
+
+@dataclass(frozen=True, slots=True)
+class Hints:
+    """Advice added to upstream errors, in the API's own terms (None: generic advice)."""
+
+    no_data: str | None = None
+    invalid_request: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    """The API behind a catalog: its name, where it is, how calls are routed and authenticated, and how it
+    reports errors in an HTTP-200 body."""
+
+    name: str
+    title: str
+    base_url: str
+    description: str = ""
+    docs_url: str | None = None
+    dispatch: Dispatch | None = None
+    auth: Auth | None = None
+    default_cache_ttl_s: int = 0
+    error_fields: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    error_message_field: str | None = None
+    hints: Hints = field(default_factory=Hints)
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One argument of a tool: what becomes its JSON Schema property, and what the upstream call needs."""
+
+    name: str
+    type: str  # JSON type: string, integer, number or boolean
+    required: bool
+    description: str = ""
+    enum: tuple[Scalar, ...] | None = None
+    default: Scalar | None = None
+    pattern: str | None = None
+    format: str | None = None
+    minimum: int | float | None = None
+    maximum: int | float | None = None
+    examples: tuple[Scalar, ...] | None = None
+    premium_values: tuple[Scalar, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +102,7 @@ class CatalogTool:
     category: str
     summary: str
     description: str
-    params: tuple[ResolvedParam, ...]
+    params: tuple[Param, ...]
     input_schema: Mapping[str, Any]
     keywords: tuple[str, ...]
     examples: tuple[str, ...]
@@ -70,15 +123,15 @@ class CatalogTool:
             "annotations": dict(TOOL_ANNOTATIONS),
         }
 
-    def param(self, name: str) -> ResolvedParam | None:
+    def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
 
 
 @dataclass(frozen=True)
 class Catalog:
-    """All tools of one spec; immutable after construction and safe to share across threads."""
+    """All tools of one API; immutable after construction and safe to share across threads."""
 
-    api: ApiSpec
+    api: Api
     categories: Mapping[str, str]
     tools: tuple[CatalogTool, ...]
     version: str
@@ -89,24 +142,19 @@ class Catalog:
     _validators_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
-    def from_spec(cls, spec: Spec) -> Catalog:
-        outputs = _Outputs(spec)
-        tools = tuple(_build_tool(spec, tool, outputs) for tool in spec.tools)
+    def build(cls, api: Api, categories: Mapping[str, str], tools: tuple[CatalogTool, ...]) -> Catalog:
+        """A catalog of `tools` (what a source has made), with its lookups and version."""
         folded: dict[str, list[CatalogTool]] = {}
         for tool in tools:
             folded.setdefault(tool.name.casefold(), []).append(tool)
         return cls(
-            api=spec.api,
-            categories=MappingProxyType(dict(spec.categories)),
+            api=api,
+            categories=MappingProxyType(dict(categories)),
             tools=tools,
             version=catalog_version(tools),
             _by_name=MappingProxyType({t.name: t for t in tools}),
             _by_folded_name=MappingProxyType({k: v[0] for k, v in folded.items() if len(v) == 1}),
         )
-
-    @classmethod
-    def load(cls, path: str | Path | None = None) -> Catalog:
-        return cls.from_spec(load_spec(path or default_spec_path()))
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
@@ -234,86 +282,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=dict)
 
 
-def _build_tool(spec: Spec, tool: ToolSpec, outputs: _Outputs) -> CatalogTool:
-    params = tuple(resolve_params(spec, tool))
-    description = " ".join(tool.description.split())
-    if tool.premium:
-        description += PREMIUM_NOTE
-    schema = input_schema(params, tool.require_any)
-    output = outputs.resolve(tool.output) if tool.output is not None else None
-    return CatalogTool(
-        name=tool.name,
-        title=tool.title or tool.name,
-        category=tool.category,
-        summary=tool.summary,
-        description=description,
-        params=params,
-        input_schema=_freeze(schema),
-        keywords=tuple(tool.keywords),
-        examples=tuple(tool.examples),
-        cache_ttl_s=tool.cache_ttl_s if tool.cache_ttl_s is not None else spec.api.default_cache_ttl_s,
-        premium=tool.premium,
-        content_hash=content_hash(tool.name, description, schema, output),
-        require_any=tuple(tuple(group) for group in tool.require_any),
-        output_schema=output,
-    )
-
-
-def output_schema(spec: Spec, output: dict[str, Any]) -> dict[str, Any]:
-    """A tool's output description as plain JSON Schema: each `{use: name}` becomes a `$ref` to `$defs/name`,
-    with every shared output it needs (directly or through others) under `$defs`."""
-    return cast(dict[str, Any], _thaw(_Outputs(spec).resolve(output)))
-
-
-class _Outputs:
-    """Resolves tools' output descriptions for one catalog build: each shared output is rewritten and frozen once,
-    and every tool that needs it shares that one frozen copy (the 53 indicators share a few metas)."""
-
-    def __init__(self, spec: Spec) -> None:
-        self.shared = spec.shared_outputs
-        self._frozen: dict[str, Any] = {}
-        self._needs: dict[str, frozenset[str]] = {}
-
-    def resolve(self, output: dict[str, Any]) -> Mapping[str, Any]:
-        needed: set[str] = set()
-        for name in used_outputs(output):
-            needed |= self._closure(name)
-        schema = _with_refs(output)
-        if needed:
-            schema["$defs"] = MappingProxyType({name: self._frozen_def(name) for name in sorted(needed)})
-        return cast(Mapping[str, Any], _freeze(schema))
-
-    def _closure(self, name: str) -> frozenset[str]:
-        """`name` and every shared output it uses, directly or through others (the spec forbids cycles)."""
-        found = self._needs.get(name)
-        if found is None:
-            members = {name}
-            for used in used_outputs(self.shared[name]):
-                members |= self._closure(used)
-            found = self._needs[name] = frozenset(members)
-        return found
-
-    def _frozen_def(self, name: str) -> Any:
-        frozen = self._frozen.get(name)
-        if frozen is None:
-            frozen = self._frozen[name] = _freeze(_with_refs(self.shared[name]))
-        return frozen
-
-
-def _with_refs(node: Any) -> Any:
-    """A copy of an output description with `use` written as JSON Schema's `$ref` (enum values kept as they are)."""
-    if isinstance(node, dict):
-        if "use" in node:
-            ref: dict[str, Any] = {"$ref": f"#/$defs/{node['use']}"}
-            ref.update({k: v for k, v in node.items() if k in ("description", "title")})
-            return ref
-        return {k: (v if k == "enum" else _with_refs(v)) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_with_refs(v) for v in node]
-    return node
-
-
-def input_schema(params: tuple[ResolvedParam, ...], require_any: list[list[str]]) -> dict[str, Any]:
+def input_schema(params: tuple[Param, ...], require_any: list[list[str]]) -> dict[str, Any]:
     """JSON Schema 2020-12 (the MCP default dialect) for a tool's arguments."""
     properties: dict[str, Any] = {}
     for p in params:

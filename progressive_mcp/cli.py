@@ -13,16 +13,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from progressive_mcp.catalog import Catalog, default_spec_path
 from progressive_mcp.errors import ProgressiveMCPError
 from progressive_mcp.settings import AUTH_MODES, MODES
+from progressive_mcp.sources import default_spec_path, load_catalog
 
 
 def _spec_check(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.files or [str(default_spec_path())]:
         try:
-            catalog = Catalog.load(Path(path))
+            catalog = load_catalog(Path(path))
         except ProgressiveMCPError as exc:
             print(exc, file=sys.stderr)
             failed += 1
@@ -38,7 +38,7 @@ def _spec_compile(args: argparse.Namespace) -> int:
 
     source = Path(args.file) if args.file else default_spec_path()
     try:
-        catalog = Catalog.load(source)  # validates it first: never compile a broken spec
+        catalog = load_catalog(source)  # validates it first: never compile a broken spec
     except ProgressiveMCPError as exc:
         print(exc, file=sys.stderr)
         return 1

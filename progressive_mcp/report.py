@@ -7,7 +7,7 @@ Tool calls go to the offline sample upstream, started in-process (Alpha Vantage 
 
     print(token_report())                          # tables
     print(token_report(as_json=True))              # the same figures as JSON
-    measure_tokens(Catalog.load())["tool_get_average"]   # the budgeted figures alone (cl100k, no upstream)
+    measure_tokens(load_catalog())["tool_get_average"]   # the budgeted figures alone (cl100k, no upstream)
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 from progressive_mcp.calls.upstream import UpstreamClient
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.offline.sample_upstream import SampleUpstream
+from progressive_mcp.sources import load_catalog
 from progressive_mcp.surfaces.metatools import (
     DETAIL_LEVELS,
     SEARCH_SCHEMA_HITS,
@@ -546,7 +547,7 @@ def measure_tokens(catalog: Catalog) -> dict[str, float]:
 
 def token_report(spec_path: Path | None = None, *, as_json: bool = False, encodings: Sequence[str] = ()) -> str:
     """The whole report (tool calls answered by the offline sample upstream), as tables or JSON."""
-    catalog = Catalog.load(spec_path)
+    catalog = load_catalog(spec_path)
     if flows_skipped(catalog):
         report = build_report(catalog, encodings or tuple(ENCODINGS))
     else:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from progressive_mcp.calls.sandbox import ScriptLimits
-from progressive_mcp.catalog import default_spec_path
 from progressive_mcp.errors import ConfigError
+from progressive_mcp.sources import default_spec_path
 
 Mode = Literal["progressive", "direct", "hybrid", "code"]
 MODES: tuple[Mode, ...] = ("progressive", "direct", "hybrid", "code")

@@ -13,7 +13,8 @@ import pytest
 from progressive_mcp.calls.arguments import prepare_arguments
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.errors import InvalidArguments, UnknownTool
-from progressive_mcp.sources.spec import parse_spec
+from progressive_mcp.sources import load_catalog
+from progressive_mcp.sources.spec import build_catalog, parse_spec
 
 RSI_OK = {"symbol": "IBM", "interval": "daily", "time_period": 14, "series_type": "close"}
 INDICATOR_INTERVALS = ["1min", "5min", "15min", "30min", "60min", "daily", "weekly", "monthly"]
@@ -21,7 +22,7 @@ INDICATOR_INTERVALS = ["1min", "5min", "15min", "30min", "60min", "daily", "week
 
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
-    return Catalog.load()
+    return load_catalog()
 
 
 def invalid(catalog: Catalog, tool_name: str, raw: Any) -> InvalidArguments:
@@ -191,7 +192,7 @@ def test_case_only_repair_needs_a_single_match() -> None:
               mode: {type: string, enum: [Close, close, open], required: true}
         """
     )
-    catalog = Catalog.from_spec(spec)
+    catalog = build_catalog(spec)
 
     assert prepare_arguments(catalog, "PICK", {"mode": "OPEN"}) == {"mode": "open"}
     assert prepare_arguments(catalog, "PICK", {"mode": "Close"}) == {"mode": "Close"}

@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from progressive_mcp.catalog import Catalog
+from progressive_mcp.sources import load_catalog
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -36,7 +36,7 @@ def generator() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def real_names() -> list[str]:
-    return [tool.name for tool in Catalog.load().tools]
+    return [tool.name for tool in load_catalog().tools]
 
 
 @pytest.mark.parametrize("n_tools", [50, 1000])

@@ -32,6 +32,7 @@ from progressive_mcp.catalog import Catalog
 from progressive_mcp.errors import ConfigError
 from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.settings import Settings
+from progressive_mcp.sources import load_catalog
 from progressive_mcp.surfaces.endpoint import Endpoint
 from progressive_mcp.surfaces.surface import CallContext, CallRecord, Surface
 from progressive_mcp.tokens import count_tokens, dumps
@@ -126,7 +127,7 @@ def test_cache_key_ignores_argument_order_and_depends_on_tool_arguments_and_enti
 
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
-    return Catalog.load()
+    return load_catalog()
 
 
 @pytest.fixture(scope="module")

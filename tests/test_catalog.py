@@ -17,9 +17,10 @@ from typing import Any
 import jsonschema_rs
 import pytest
 
-from progressive_mcp.catalog import Catalog, catalog_version, content_hash, default_spec_path, input_schema
+from progressive_mcp.catalog import Catalog, catalog_version, content_hash, input_schema
 from progressive_mcp.errors import UnknownTool
-from progressive_mcp.sources.spec import ResolvedParam, Spec, load_spec, parse_spec
+from progressive_mcp.sources import default_spec_path, load_catalog
+from progressive_mcp.sources.spec import Param, Spec, build_catalog, load_spec, parse_spec
 
 REFERENCE = Path("/work/shared/reference/alphavantage_functions.json")
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
@@ -32,7 +33,7 @@ def spec() -> Spec:
 
 @pytest.fixture(scope="module")
 def catalog(spec: Spec) -> Catalog:
-    return Catalog.from_spec(spec)
+    return build_catalog(spec)
 
 
 def reference_functions() -> dict[str, list[dict[str, Any]]]:
@@ -160,9 +161,7 @@ def test_congress_trades_needs_a_symbol_or_a_bioguide_id(catalog: Catalog) -> No
 
 
 def test_input_schema_with_two_require_any_groups_needs_one_of_each() -> None:
-    params = tuple(
-        ResolvedParam(name, "string", False, "", None, None, None, None, None, None, None) for name in "abcd"
-    )
+    params = tuple(Param(name, "string", False, "", None, None, None, None, None, None, None) for name in "abcd")
     validator = jsonschema_rs.Draft202012Validator(input_schema(params, [["a", "b"], ["c", "d"]]))
     assert validator.is_valid({"a": "1", "d": "2"})
     assert not validator.is_valid({"a": "1", "b": "2"})
@@ -193,7 +192,7 @@ tools:
       symbol: {use: symbol, required: true, description: The ticker to quote}
       limit: {type: integer, minimum: 1, maximum: 10, default: 5}
 """
-    tool = Catalog.from_spec(parse_spec(text)).get("QUOTE")
+    tool = build_catalog(parse_spec(text)).get("QUOTE")
     assert tool.title == "QUOTE"
     assert tool.cache_ttl_s == 60
     assert tool.description.startswith("Use for a quote. Second line.")
@@ -213,7 +212,7 @@ tools:
 
 
 def test_content_hashes_are_sha256_and_stable_across_loads(catalog: Catalog) -> None:
-    again = Catalog.load()
+    again = load_catalog()
     for tool in catalog.tools:
         assert re.fullmatch(r"[0-9a-f]{64}", tool.content_hash), tool.name
         assert again.get(tool.name).content_hash == tool.content_hash
@@ -226,7 +225,7 @@ def test_content_hashes_are_sha256_and_stable_across_loads(catalog: Catalog) -> 
 def _with_tool_changed(spec: Spec, index: int, **update: Any) -> Catalog:
     tools = list(spec.tools)
     tools[index] = tools[index].model_copy(update=update)
-    return Catalog.from_spec(spec.model_copy(update={"tools": tools}))
+    return build_catalog(spec.model_copy(update={"tools": tools}))
 
 
 def test_changing_one_description_changes_that_hash_and_the_version_only(spec: Spec, catalog: Catalog) -> None:
@@ -322,7 +321,7 @@ def test_unknown_name_with_nothing_close_has_no_suggestions(catalog: Catalog) ->
 
 
 def test_validator_is_compiled_once_per_tool(spec: Spec) -> None:
-    fresh = Catalog.from_spec(spec)
+    fresh = build_catalog(spec)
     validator = fresh.validator("GLOBAL_QUOTE")
     assert fresh.validator("GLOBAL_QUOTE") is validator
     assert fresh.validator("global_quote") is validator
@@ -360,7 +359,7 @@ def test_validators_and_lookups_are_thread_safe(spec: Spec, monkeypatch: pytest.
         return real_validator(schema)
 
     monkeypatch.setattr(jsonschema_rs, "Draft202012Validator", slow_validator)
-    fresh = Catalog.from_spec(spec)
+    fresh = build_catalog(spec)
     names = [tool.name for tool in fresh.tools]
     threads_count = 8
     barrier = threading.Barrier(threads_count)

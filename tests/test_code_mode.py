@@ -18,6 +18,8 @@ from progressive_mcp.calls.upstream import HttpxTransport, UpstreamClient, Upstr
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.report import tools_list_tokens
+from progressive_mcp.sources import load_catalog
+from progressive_mcp.sources.spec import build_catalog
 from progressive_mcp.surfaces.surface import CallContext, Surface
 
 KEY = "CoDe-MoDe-KEY-0042"
@@ -39,7 +41,7 @@ print(len(days), "days")
 
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
-    return Catalog.load()
+    return load_catalog()
 
 
 @pytest.fixture(scope="module")
@@ -263,7 +265,7 @@ tools:
       properties: {artist: {type: object, properties: {name: {type: string}}, required: [name]}}
       required: [artist]
 """
-    music = Catalog.from_spec(parse_spec(text))
+    music = build_catalog(parse_spec(text))
     assert python_name("artist.getInfo") == "artist_getInfo"
     stub = tool_stubs(music.tools)
     assert "async def artist_getInfo(*, artist: str, lang: str | None = None) -> ArtistGetInfo:" in stub

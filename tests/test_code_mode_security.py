@@ -27,6 +27,7 @@ from progressive_mcp.calls.sandbox import Sandbox, ScriptLimits
 from progressive_mcp.calls.upstream import UpstreamClient
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.offline.sample_upstream import SampleUpstream
+from progressive_mcp.sources import load_catalog
 from progressive_mcp.surfaces.surface import CallContext, Surface
 from progressive_mcp.tokens import count_tokens
 
@@ -43,7 +44,7 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
-    return Catalog.load()
+    return load_catalog()
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,7 @@ from progressive_mcp.search.evaluation import (
     select_split,
     tool_recall_at,
 )
+from progressive_mcp.sources import load_catalog
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLIC_QUERIES = REPO / "eval" / "queries.jsonl"
@@ -50,7 +51,7 @@ FALSE_NO_MATCH_CEILING = 0.016  # 5 of 395 positives get no result today (0.013)
 
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
-    return Catalog.load()
+    return load_catalog()
 
 
 def record(

@@ -42,7 +42,7 @@ from progressive_mcp.calls.upstream import UpstreamClient, UpstreamRequest, Upst
 from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.errors import UnknownTool
 from progressive_mcp.settings import Settings
-from progressive_mcp.sources.spec import ResolvedParam
+from progressive_mcp.sources.spec import Param
 from progressive_mcp.surfaces.endpoint import Endpoint, HttpRequest
 from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 from progressive_mcp.surfaces.surface import CallContext, Surface
@@ -733,7 +733,7 @@ ASCII = st.characters(codec="ascii")
 
 
 @functools.cache  # strategies are built once: a filter's lambda is parsed (ast) each time one is made
-def valid_value(param: ResolvedParam) -> st.SearchStrategy[Any]:
+def valid_value(param: Param) -> st.SearchStrategy[Any]:
     """Values the schema accepts, and the string forms of them the arguments layer repairs ("14", "TRUE")."""
     if param.enum is not None:
         values = st.sampled_from(param.enum)
@@ -760,7 +760,7 @@ def valid_value(param: ResolvedParam) -> st.SearchStrategy[Any]:
 
 
 @functools.cache
-def invalid_values(param: ResolvedParam) -> st.SearchStrategy[Any]:
+def invalid_values(param: Param) -> st.SearchStrategy[Any]:
     """Values the schema rejects and the arguments layer cannot repair."""
     containers = st.lists(scalars, max_size=3) | st.dictionaries(json_keys, scalars, max_size=2)
     if param.type in ("integer", "number"):
@@ -813,7 +813,7 @@ def valid_arguments(tool: CatalogTool) -> st.SearchStrategy[dict[str, Any]]:
 
 @functools.cache
 def _valid_arguments(
-    params: tuple[ResolvedParam, ...], require_any: tuple[tuple[str, ...], ...]
+    params: tuple[Param, ...], require_any: tuple[tuple[str, ...], ...]
 ) -> st.SearchStrategy[dict[str, Any]]:
     required = {p.name: valid_value(p) for p in params if p.required}
     optional = {p.name: valid_value(p) for p in params if not p.required}

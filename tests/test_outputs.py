@@ -29,16 +29,17 @@ from test_sample_catalog import CSV_ONLY, key_for, valid_arguments  # the sample
 from progressive_mcp.calls.upstream import UpstreamClient
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.offline.sample_upstream import SampleUpstream
+from progressive_mcp.sources import load_catalog
 
-INDICATORS = frozenset(t.name for t in Catalog.load().tools if t.category == "technicals")
-ALL_TOOLS = sorted(t.name for t in Catalog.load().tools)
+INDICATORS = frozenset(t.name for t in load_catalog().tools if t.category == "technicals")
+ALL_TOOLS = sorted(t.name for t in load_catalog().tools)
 
 # ---- fixtures -------------------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
-    return Catalog.load()
+    return load_catalog()
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ import pytest
 
 from progressive_mcp.calls.cache import SERVER, MemoryCache
 from progressive_mcp.calls.upstream import UpstreamClient, UpstreamRequest, UpstreamResponse
-from progressive_mcp.catalog import Catalog
 from progressive_mcp.redaction import MASK, contains, key_problem, redact, scrub
+from progressive_mcp.sources import load_catalog
 from progressive_mcp.surfaces.surface import CallContext, Surface
 
 OPERATOR_KEY = "OPERATORKEY77"
@@ -135,7 +135,7 @@ ECHOES: dict[str, tuple[str, str]] = {
 @pytest.mark.parametrize("case", list(ECHOES))
 def test_an_answer_echoing_the_operator_key_is_masked_and_never_cached(case: str) -> None:
     body, content_type = ECHOES[case]
-    catalog = Catalog.load()
+    catalog = load_catalog()
     transport = EchoTransport(body.encode(), content_type)
     surface = Surface(
         catalog,
@@ -156,7 +156,7 @@ def test_an_answer_echoing_the_operator_key_is_masked_and_never_cached(case: str
 
 
 def test_an_error_answer_with_a_numeric_code_is_an_error_and_never_cached() -> None:
-    catalog = Catalog.load(LASTFM_SPEC)
+    catalog = load_catalog(LASTFM_SPEC)
     body = json.dumps({"error": 6, "message": "The artist you supplied could not be found"}).encode()
     transport = EchoTransport(body)
     surface = Surface(

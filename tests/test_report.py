@@ -18,6 +18,7 @@ import pytest
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.report import BUDGETS, FLOWS, TASKS, build_report, render
+from progressive_mcp.sources import load_catalog
 from progressive_mcp.surfaces.metatools import SEARCH_SCHEMA_HITS, SEARCH_SCHEMA_SHARE
 from progressive_mcp.surfaces.surface import CallContext, Surface
 from progressive_mcp.tokens import count_tokens, dumps
@@ -29,7 +30,7 @@ QUERIES = ("give me aapl price", "daily closing prices for tesla", "RSI of NVDA"
 
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
-    return Catalog.load()
+    return load_catalog()
 
 
 @pytest.fixture(scope="module")

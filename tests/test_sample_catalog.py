@@ -44,6 +44,7 @@ from progressive_mcp.offline.sample_upstream import (
     SampleUpstream,
     answer_query,
 )
+from progressive_mcp.sources import load_catalog
 
 KEY = "k"
 PREMIUM_KEY = "premium-k"  # the sample upstream treats keys starting with "premium" as a premium plan
@@ -315,7 +316,7 @@ def check_csv(tool: CatalogTool, text: str) -> None:
 
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
-    return Catalog.load()
+    return load_catalog()
 
 
 @pytest.fixture(scope="module")
@@ -340,7 +341,7 @@ def call(client: UpstreamClient, tool: CatalogTool, arguments: dict[str, Any], k
 
 
 def all_tools() -> list[str]:
-    return [tool.name for tool in Catalog.load().tools]
+    return [tool.name for tool in load_catalog().tools]
 
 
 # ---- every tool answers --------------------------------------------------------------------------------
@@ -391,7 +392,7 @@ INTERVAL_SWEEP = {"SMA", "EMA", "ADX", "STOCH", "MACD", "BBANDS", "OBV", "HT_SIN
 
 def enum_cases() -> list[tuple[str, str, Any]]:
     cases = []
-    for tool in Catalog.load().tools:
+    for tool in load_catalog().tools:
         for p in tool.params:
             if not p.enum or p.name in ("datatype", "entitlement"):
                 continue

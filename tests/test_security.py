@@ -45,7 +45,8 @@ from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.offline import sample_upstream
 from progressive_mcp.offline.sample_upstream import COMPANIES, SampleUpstream
 from progressive_mcp.settings import Settings
-from progressive_mcp.sources.spec import ResolvedParam
+from progressive_mcp.sources import load_catalog
+from progressive_mcp.sources.spec import Param
 from progressive_mcp.surfaces import endpoint as endpoint_module
 from progressive_mcp.surfaces.endpoint import Endpoint, HttpRequest, HttpResponse
 from progressive_mcp.surfaces.surface import Surface
@@ -121,7 +122,7 @@ def settings(up: SampleUpstream, **overrides: Any) -> Settings:
 
 @functools.cache
 def shared_catalog() -> Catalog:
-    return Catalog.load()
+    return load_catalog()
 
 
 def build_endpoint(
@@ -580,7 +581,7 @@ PATTERN_SAMPLES = {
 }
 
 
-def valid_value(param: ResolvedParam) -> Any:
+def valid_value(param: Param) -> Any:
     if param.enum is not None:
         return param.enum[0]
     if param.default is not None:
@@ -602,7 +603,7 @@ def valid_arguments(tool: CatalogTool) -> dict[str, Any]:
     return {p.name: valid_value(p) for p in tool.params if p.name in needed}
 
 
-def free_text_params(tool: CatalogTool) -> list[ResolvedParam]:
+def free_text_params(tool: CatalogTool) -> list[Param]:
     """The string parameters the schema does not pin down (no enum, no pattern): where injection would go."""
     return [p for p in tool.params if p.type == "string" and p.enum is None and p.pattern is None]
 

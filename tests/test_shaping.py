@@ -15,6 +15,7 @@ from progressive_mcp.calls.shaping import shape_result
 from progressive_mcp.calls.upstream import HttpxTransport, UpstreamClient, UpstreamResult
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.offline.sample_upstream import FULL_TRADING_DAYS, HUGE_ROWS, SAMPLE_LABEL, SampleUpstream
+from progressive_mcp.sources import load_catalog
 from progressive_mcp.tokens import count_tokens, dumps, fits_budget
 
 KEY = "shaping-test-key"
@@ -24,7 +25,7 @@ FULL_ARGS = {"symbol": "IBM", "outputsize": "full", "datatype": "json"}
 
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
-    return Catalog.load()
+    return load_catalog()
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,16 @@ import jsonschema_rs
 import pytest
 import yaml
 
-from progressive_mcp.catalog import default_spec_path
 from progressive_mcp.errors import SpecError
-from progressive_mcp.sources.spec import load_spec, parse_spec, resolve_params, spec_json_schema, spec_json_schema_text
+from progressive_mcp.sources import default_spec_path, load_catalog
+from progressive_mcp.sources.spec import (
+    build_catalog,
+    load_spec,
+    parse_spec,
+    resolve_params,
+    spec_json_schema,
+    spec_json_schema_text,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA_FILE = REPO / "spec" / "spec.schema.json"
@@ -460,13 +467,13 @@ def spec_error(text: str) -> SpecError:
 
 
 def test_a_compiled_json_spec_gives_the_same_catalog_as_the_yaml(tmp_path: Path) -> None:
-    from progressive_mcp.catalog import Catalog, default_spec_path
     from progressive_mcp.cli import main
+    from progressive_mcp.sources import default_spec_path
 
     out = tmp_path / "av.json"
     assert main(["spec", "compile", "-o", str(out)]) == 0
     assert out.read_text().startswith("{")
-    from_json, from_yaml = Catalog.load(out), Catalog.load(default_spec_path())
+    from_json, from_yaml = load_catalog(out), load_catalog(default_spec_path())
     assert from_json.version == from_yaml.version
     assert [t.definition() for t in from_json.tools] == [t.definition() for t in from_yaml.tools]
 
@@ -603,11 +610,10 @@ shared_outputs:
 
 
 def test_outputs_are_checked_and_resolved_into_json_schema() -> None:
-    from progressive_mcp.catalog import Catalog
 
     text = edit("tools:\n", OUTPUTS + "tools:\n")
     text = edit("    summary: Something else.\n", "    summary: Something else.\n    output: {use: series}\n", text)
-    catalog = Catalog.from_spec(parse_spec(text))
+    catalog = build_catalog(parse_spec(text))
     schema = json.loads(json.dumps(catalog.get("OTHER_TOOL").output_schema, default=dict))
     assert schema["$ref"] == "#/$defs/series"
     assert set(schema["$defs"]) == {"series", "bar"}  # what series needs, through its own `use`

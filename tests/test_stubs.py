@@ -18,10 +18,10 @@ from test_sample_catalog import key_for, valid_arguments  # the sample-catalog t
 
 from progressive_mcp.calls.stubs import forced_json, python_name, tool_stubs
 from progressive_mcp.calls.upstream import UpstreamClient
-from progressive_mcp.catalog import Catalog
 from progressive_mcp.offline.sample_upstream import SampleUpstream
+from progressive_mcp.sources import load_catalog
 
-CATALOG = Catalog.load()
+CATALOG = load_catalog()
 ALL_TOOLS = [t.name for t in CATALOG.tools]
 SERIES_MIN_MEMBERS = 12  # as in progressive_mcp.calls.shaping: a dict this long whose values are containers is a series
 

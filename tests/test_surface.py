@@ -17,6 +17,8 @@ from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.report import BUDGETS, measure_tokens
 from progressive_mcp.search import index as search_module
 from progressive_mcp.search.index import STOP_TERMS, SearchIndex, _bigrams, _ToolTexts, stem, tokenize
+from progressive_mcp.sources import load_catalog
+from progressive_mcp.sources.spec import build_catalog
 from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 from progressive_mcp.surfaces.surface import CallContext, Surface
 
@@ -25,7 +27,7 @@ KEY = "SuRfAcE-KEY-0042"
 
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
-    return Catalog.load()
+    return load_catalog()
 
 
 @pytest.fixture(scope="module")
@@ -537,7 +539,7 @@ def test_a_typo_of_a_meta_tool_suggests_that_meta_tool_alone(surface: Surface) -
 def test_names_fold_case_and_suggestions_ignore_separators() -> None:
     from progressive_mcp.sources.spec import parse_spec
 
-    music = Catalog.from_spec(parse_spec(DOTTED_SPEC))
+    music = build_catalog(parse_spec(DOTTED_SPEC))
     assert music.get("artist.getinfo").name == "artist.getInfo"
     assert music.get("ARTIST.GETSIMILAR").name == "artist.getSimilar"
     for wrong in ("artist_getInfo", "artist-getinfo", "Artist getInfo"):

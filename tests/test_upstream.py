@@ -10,6 +10,7 @@ import logging
 import socket
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -24,7 +25,7 @@ from progressive_mcp.calls.upstream import (
     UpstreamResponse,
     redact,
 )
-from progressive_mcp.catalog import Catalog
+from progressive_mcp.catalog import Auth, Catalog
 from progressive_mcp.errors import (
     MissingApiKey,
     PremiumRequired,
@@ -36,7 +37,7 @@ from progressive_mcp.errors import (
     UpstreamUnavailable,
 )
 from progressive_mcp.offline.sample_upstream import COMPACT_POINTS, RATE_LIMIT_KEY, SAMPLE_LABEL, SampleUpstream
-from progressive_mcp.sources.spec import AuthSpec
+from progressive_mcp.sources import load_catalog
 
 KEY = "SeCrEt-KEY-123"
 ENV_VAR = "ALPHAVANTAGE_API_KEY"
@@ -78,7 +79,7 @@ def json_response(payload: Any, status: int = 200, headers: dict[str, str] | Non
 
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
-    return Catalog.load()
+    return load_catalog()
 
 
 @pytest.fixture(scope="module")
@@ -265,11 +266,7 @@ def test_argument_values_cannot_smuggle_query_parameters(
 
 
 def test_key_can_travel_in_a_header(catalog: Catalog) -> None:
-    api = catalog.api.model_copy(
-        update={
-            "auth": AuthSpec.model_validate({"in": "header", "name": "Authorization", "env": "T", "prefix": "Bearer "})
-        }
-    )
+    api = replace(catalog.api, auth=Auth("header", "Authorization", "T", "Bearer "))
     client = UpstreamClient(api, base_url="http://127.0.0.1:9/query", transport=ScriptedTransport())
 
     request = client.build_request(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
@@ -879,8 +876,8 @@ def test_redact_with_an_empty_secret_changes_nothing_else() -> None:
 
 
 def test_request_repr_never_shows_the_key() -> None:
-    request = UpstreamClient(Catalog.load().api).build_request(
-        Catalog.load().get("GLOBAL_QUOTE"), {"symbol": "IBM"}, "ReprKey-991"
+    request = UpstreamClient(load_catalog().api).build_request(
+        load_catalog().get("GLOBAL_QUOTE"), {"symbol": "IBM"}, "ReprKey-991"
     )
     assert ("apikey", "ReprKey-991") in request.params
     assert "ReprKey-991" not in repr(request)
@@ -910,7 +907,7 @@ LASTFM_SPEC = Path(__file__).resolve().parent / "fixtures" / "lastfm" / "lastfm.
 
 @pytest.fixture(scope="module")
 def lastfm() -> Catalog:
-    return Catalog.load(LASTFM_SPEC)
+    return load_catalog(LASTFM_SPEC)
 
 
 def scripted(catalog: Catalog, *answers: UpstreamResponse) -> UpstreamClient:

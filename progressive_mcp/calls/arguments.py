@@ -17,7 +17,7 @@ from typing import Any
 
 from progressive_mcp.catalog import Catalog, CatalogTool, _thaw
 from progressive_mcp.errors import InvalidArguments
-from progressive_mcp.sources.spec import ResolvedParam
+from progressive_mcp.sources.spec import Param
 
 # Bounds on one call's arguments. No tool takes more than a dozen arguments and no real value (a ticker
 # list, a search phrase) comes near these; larger input is a mistake or an attack that must neither reach
@@ -86,7 +86,7 @@ def with_defaults(tool: CatalogTool, arguments: dict[str, Any]) -> dict[str, Any
     return filled
 
 
-def _repair(param: ResolvedParam | None, value: Any) -> Any:
+def _repair(param: Param | None, value: Any) -> Any:
     """Fix what is unambiguous: '14' or 14.0 for an integer, 'TRUE' for a boolean, 'Daily' for 'daily'."""
     if param is not None and param.type == "integer" and isinstance(value, float) and value.is_integer():
         return int(value)  # JSON Schema counts 14.0 as an integer; the upstream wants "14", not "14.0"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from progressive_mcp.catalog import CatalogTool, _thaw
-from progressive_mcp.sources.spec import ResolvedParam
+from progressive_mcp.sources.spec import Param
 
 PARAM_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
 JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
@@ -161,7 +161,7 @@ class _StubWriter:
         return f"{hint}{number}"
 
 
-def _parameter(param: ResolvedParam) -> str:
+def _parameter(param: Param) -> str:
     kind = PARAM_TYPES[param.type]
     if param.enum is not None:
         kind = f"Literal[{', '.join(_literal(v) for v in param.enum)}]"

@@ -42,7 +42,7 @@ from progressive_mcp.errors import (
     UpstreamUnavailable,
 )
 from progressive_mcp.redaction import contains, redact, scrub
-from progressive_mcp.sources.spec import ApiSpec
+from progressive_mcp.sources.spec import Api
 
 logger = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ class UpstreamClient:
 
     def __init__(
         self,
-        api: ApiSpec,
+        api: Api,
         *,
         base_url: str | None = None,
         transport: UpstreamTransport | None = None,
@@ -230,8 +230,9 @@ class UpstreamClient:
         return ends_at if cap is None else min(ends_at, cap)
 
     def build_request(self, tool: CatalogTool, arguments: Mapping[str, Any], api_key: str | None) -> UpstreamRequest:
-        params: list[tuple[str, str]] = [(self.api.dispatch.name, tool.name)]
-        reserved = {self.api.dispatch.name} | ({self.api.auth.name} if self.api.auth else set())
+        dispatch = self.api.dispatch
+        params: list[tuple[str, str]] = [(dispatch.name, tool.name)] if dispatch is not None else []
+        reserved = ({dispatch.name} if dispatch else set()) | ({self.api.auth.name} if self.api.auth else set())
         for name, value in arguments.items():
             if name in reserved:  # the catalog never allows these; a second guard costs nothing
                 continue
@@ -455,7 +456,7 @@ class UpstreamClient:
 
 
 def classify_error_text(
-    api: ApiSpec, tool: CatalogTool, arguments: Mapping[str, Any], kind: str, message: str
+    api: Api, tool: CatalogTool, arguments: Mapping[str, Any], kind: str, message: str
 ) -> UpstreamError:
     """Map an upstream's error text to the error class a model can act on, with advice from the spec and
     from the arguments actually sent."""

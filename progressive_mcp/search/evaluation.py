@@ -7,7 +7,7 @@ callable ``(query, limit) -> [tool names, best first]``: the engine (TOOL_SEARCH
 it) or the plain BM25 baseline below, the reference point every search change is measured against.
 Example::
 
-    catalog = Catalog.load()
+    catalog = load_catalog()
     queries = load_queries("eval/queries.jsonl", catalog)
     runs = {"engine": run_eval(catalog, queries, engine_ranker(catalog)),
             "bm25": run_eval(catalog, queries, BM25Baseline(catalog.tools))}
@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.errors import ProgressiveMCPError
+from progressive_mcp.sources import load_catalog
 
 Ranker = Callable[[str, int], list[str]]
 """A search under test: (query, limit) -> tool names, best first; an empty list means "no match"."""
@@ -518,7 +519,7 @@ def evaluation_report(
 
     Raises QueryFileError (or SpecError) when an input is invalid.
     """
-    catalog = Catalog.load(spec_path)
+    catalog = load_catalog(spec_path)
     queries = select_split(load_queries(queries_path, catalog), split)
     if not queries:
         raise QueryFileError(str(queries_path), [f"no queries in split {split!r}"])

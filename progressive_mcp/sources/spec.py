@@ -11,14 +11,29 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import MappingProxyType
+from typing import Annotated, Any, Literal, cast
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from progressive_mcp.catalog import (
+    PREMIUM_NOTE,
+    Api,
+    Auth,
+    Catalog,
+    CatalogTool,
+    Dispatch,
+    Hints,
+    Param,
+    _freeze,
+    _thaw,
+    content_hash,
+    input_schema,
+)
 from progressive_mcp.errors import SpecError
 
 ParamType = Literal["string", "integer", "number", "boolean"]
@@ -180,24 +195,6 @@ class Spec(_Model):
     )
 
 
-@dataclass(frozen=True, slots=True)
-class ResolvedParam:
-    """A parameter with its shared definition merged in: what the catalog turns into JSON Schema."""
-
-    name: str
-    type: ParamType
-    required: bool
-    description: str
-    enum: tuple[Scalar, ...] | None
-    default: Scalar | None
-    pattern: str | None
-    format: str | None
-    minimum: int | float | None
-    maximum: int | float | None
-    examples: tuple[Scalar, ...] | None
-    premium_values: tuple[Scalar, ...] = ()
-
-
 def spec_json_schema() -> dict[str, Any]:
     """The JSON Schema of the spec format, as written to spec/spec.schema.json."""
     schema = Spec.model_json_schema(by_alias=True)
@@ -344,7 +341,7 @@ class _SpecLoader(_BaseLoader):  # type: ignore[misc,valid-type]
         return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
 
 
-def resolve_params(spec: Spec, tool: ToolSpec) -> list[ResolvedParam]:
+def resolve_params(spec: Spec, tool: ToolSpec) -> list[Param]:
     """Merge each of a tool's parameters with the shared definition it uses."""
     resolved = []
     for name, param in tool.params.items():
@@ -354,7 +351,7 @@ def resolve_params(spec: Spec, tool: ToolSpec) -> list[ResolvedParam]:
             merged.update({k: getattr(shared, k) for k in shared.model_fields_set})
         merged.update({k: getattr(param, k) for k in param.model_fields_set if k != "use"})
         resolved.append(
-            ResolvedParam(
+            Param(
                 name=name,
                 type=merged["type"],
                 required=bool(merged.get("required", False)),
@@ -697,3 +694,108 @@ def _line_index(text: str) -> tuple[dict[Path_, int], list[tuple[Path_, int]]]:
     if root is not None:
         walk(root, ())
     return index, duplicates
+
+
+# --- the catalog ---------------------------------------------------------------------------------
+
+
+def build_catalog(spec: Spec) -> Catalog:
+    """The catalog a valid spec describes."""
+    outputs = _Outputs(spec)
+    tools = tuple(_build_tool(spec, tool, outputs) for tool in spec.tools)
+    return Catalog.build(_api(spec.api), spec.categories, tools)
+
+
+def _api(api: ApiSpec) -> Api:
+    return Api(
+        name=api.name,
+        title=api.title,
+        base_url=api.base_url,
+        description=api.description,
+        docs_url=api.docs_url,
+        dispatch=Dispatch(api.dispatch.name),
+        auth=Auth(api.auth.in_, api.auth.name, api.auth.env, api.auth.prefix) if api.auth else None,
+        default_cache_ttl_s=api.default_cache_ttl_s,
+        error_fields=MappingProxyType(dict(api.error_fields)),
+        error_message_field=api.error_message_field,
+        hints=Hints(api.hints.no_data, api.hints.invalid_request),
+    )
+
+
+def _build_tool(spec: Spec, tool: ToolSpec, outputs: _Outputs) -> CatalogTool:
+    params = tuple(resolve_params(spec, tool))
+    description = " ".join(tool.description.split())
+    if tool.premium:
+        description += PREMIUM_NOTE
+    schema = input_schema(params, tool.require_any)
+    output = outputs.resolve(tool.output) if tool.output is not None else None
+    return CatalogTool(
+        name=tool.name,
+        title=tool.title or tool.name,
+        category=tool.category,
+        summary=tool.summary,
+        description=description,
+        params=params,
+        input_schema=_freeze(schema),
+        keywords=tuple(tool.keywords),
+        examples=tuple(tool.examples),
+        cache_ttl_s=tool.cache_ttl_s if tool.cache_ttl_s is not None else spec.api.default_cache_ttl_s,
+        premium=tool.premium,
+        content_hash=content_hash(tool.name, description, schema, output),
+        require_any=tuple(tuple(group) for group in tool.require_any),
+        output_schema=output,
+    )
+
+
+def output_schema(spec: Spec, output: dict[str, Any]) -> dict[str, Any]:
+    """A tool's output description as plain JSON Schema: each `{use: name}` becomes a `$ref` to `$defs/name`,
+    with every shared output it needs (directly or through others) under `$defs`."""
+    return cast(dict[str, Any], _thaw(_Outputs(spec).resolve(output)))
+
+
+class _Outputs:
+    """Resolves tools' output descriptions for one catalog build: each shared output is rewritten and frozen once,
+    and every tool that needs it shares that one frozen copy (the 53 indicators share a few metas)."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.shared = spec.shared_outputs
+        self._frozen: dict[str, Any] = {}
+        self._needs: dict[str, frozenset[str]] = {}
+
+    def resolve(self, output: dict[str, Any]) -> Mapping[str, Any]:
+        needed: set[str] = set()
+        for name in used_outputs(output):
+            needed |= self._closure(name)
+        schema = _with_refs(output)
+        if needed:
+            schema["$defs"] = MappingProxyType({name: self._frozen_def(name) for name in sorted(needed)})
+        return cast(Mapping[str, Any], _freeze(schema))
+
+    def _closure(self, name: str) -> frozenset[str]:
+        """`name` and every shared output it uses, directly or through others (the spec forbids cycles)."""
+        found = self._needs.get(name)
+        if found is None:
+            members = {name}
+            for used in used_outputs(self.shared[name]):
+                members |= self._closure(used)
+            found = self._needs[name] = frozenset(members)
+        return found
+
+    def _frozen_def(self, name: str) -> Any:
+        frozen = self._frozen.get(name)
+        if frozen is None:
+            frozen = self._frozen[name] = _freeze(_with_refs(self.shared[name]))
+        return frozen
+
+
+def _with_refs(node: Any) -> Any:
+    """A copy of an output description with `use` written as JSON Schema's `$ref` (enum values kept as they are)."""
+    if isinstance(node, dict):
+        if "use" in node:
+            ref: dict[str, Any] = {"$ref": f"#/$defs/{node['use']}"}
+            ref.update({k: v for k, v in node.items() if k in ("description", "title")})
+            return ref
+        return {k: (v if k == "enum" else _with_refs(v)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_with_refs(v) for v in node]
+    return node

@@ -45,6 +45,7 @@ from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.errors import ConfigError, MissingApiKey, ToolError, UnknownTool
 from progressive_mcp.redaction import key_problem, redact
 from progressive_mcp.settings import Mode, Settings
+from progressive_mcp.sources import load_catalog
 from progressive_mcp.surfaces.metatools import META_TOOL_NAMES, TOOL_CALL, MetaTools
 from progressive_mcp.tokens import dumps
 
@@ -153,7 +154,7 @@ class Surface:
         results: ResultStore | None = None,
     ) -> Surface:
         """A surface as configured; `cache` replaces the in-memory cache that `settings.cache` asks for."""
-        catalog = catalog or Catalog.load(settings.spec_path)
+        catalog = catalog or load_catalog(settings.spec_path)
         upstream = UpstreamClient(
             catalog.api,
             base_url=settings.upstream_url,
