@@ -41,12 +41,18 @@ class Dispatch:
 
 @dataclass(frozen=True, slots=True)
 class Auth:
-    """How the upstream key is sent, and the environment variable a single-user server reads it from."""
+    """How the upstream key is sent, and the environment variable a single-user server reads it from.
 
-    in_: Literal["query", "header"]
-    name: str  # the query parameter or header carrying it
+    `scheme`: "api_key" sends the key as it is (with `prefix`) in the query parameter, header or cookie `name`;
+    "bearer" sends `Authorization: Bearer <key>`; "basic" takes the key as `user:password` and sends
+    `Authorization: Basic <base64>`.
+    """
+
+    in_: Literal["query", "header", "cookie"]
+    name: str  # the query parameter, header or cookie carrying it
     env: str
     prefix: str = ""  # put before the key, e.g. "Bearer " in an Authorization header
+    scheme: Literal["api_key", "bearer", "basic"] = "api_key"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +97,30 @@ class Param:
     maximum: int | float | None = None
     examples: tuple[Scalar, ...] | None = None
     premium_values: tuple[Scalar, ...] = ()
+    # Where the value goes in the upstream request: a query parameter, a path segment, a header, a cookie, or
+    # the JSON body (the whole body when the argument is the body, else one of its members).
+    location: Literal["query", "path", "header", "cookie", "body"] = "query"
+    wire_name: str | None = None  # the upstream's name, when the argument's differs (a header "X-Id" → "X_Id")
+    style: str | None = None  # OpenAPI serialisation of arrays and objects (form, spaceDelimited, deepObject...)
+    explode: bool | None = None
+    schema: Mapping[str, Any] | None = None  # the whole JSON Schema, for values that are not plain scalars
+    deprecated: bool = False
+
+    @property
+    def upstream_name(self) -> str:
+        return self.wire_name or self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """A REST operation: the method and path template an upstream call is routed by (None for a query-dispatched
+    API, whose calls name the tool in a query parameter), and how the body is sent."""
+
+    method: str
+    path: str  # with {name} placeholders for the path parameters
+    operation_id: str | None = None
+    body: Literal["whole", "members"] | None = None  # the `body` argument is the body, or arguments are its members
+    body_type: str = "application/json"  # or application/x-www-form-urlencoded
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +142,11 @@ class CatalogTool:
     require_any: tuple[tuple[str, ...], ...] = ()
     # JSON Schema 2020-12 of the data a JSON answer holds (shared parts under $defs), or None if the spec has none.
     output_schema: Mapping[str, Any] | None = None
+    method: str = "GET"  # of the upstream call (query-dispatched APIs may POST their writes)
+    operation: Operation | None = None  # a REST operation's route (None: the API's dispatch parameter names the tool)
+    fixed: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # constant query parameters
+    # MCP hints: read-only, destructive, idempotent, open-world
+    annotations: Mapping[str, bool] = field(default_factory=lambda: TOOL_ANNOTATIONS)
 
     def definition(self) -> dict[str, Any]:
         """The MCP tool definition (wire shape, camelCase) as plain JSON data."""
@@ -120,7 +155,7 @@ class CatalogTool:
             "title": self.title,
             "description": self.description,
             "inputSchema": _thaw(self.input_schema),
-            "annotations": dict(TOOL_ANNOTATIONS),
+            "annotations": dict(self.annotations),
         }
 
     def param(self, name: str) -> Param | None:
@@ -285,8 +320,17 @@ def _canonical(value: Any) -> str:
 def input_schema(params: tuple[Param, ...], require_any: list[list[str]]) -> dict[str, Any]:
     """JSON Schema 2020-12 (the MCP default dialect) for a tool's arguments."""
     properties: dict[str, Any] = {}
+    prop: dict[str, Any]
     for p in params:
-        prop: dict[str, Any] = {"type": p.type}
+        if p.schema is not None:  # a full schema (arrays, objects, a request body): taken as it is
+            prop = _thaw(p.schema)
+            if p.description and "description" not in prop:
+                prop["description"] = " ".join(p.description.split())
+            if p.deprecated:
+                prop["deprecated"] = True
+            properties[p.name] = prop
+            continue
+        prop = {"type": p.type}
         if p.description:
             prop["description"] = " ".join(p.description.split())
         if p.enum is not None:
@@ -303,6 +347,8 @@ def input_schema(params: tuple[Param, ...], require_any: list[list[str]]) -> dic
             prop["maximum"] = p.maximum
         if p.examples is not None:
             prop["examples"] = list(p.examples)
+        if p.deprecated:
+            prop["deprecated"] = True
         properties[p.name] = prop
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     required = [p.name for p in params if p.required]
