@@ -62,6 +62,7 @@ bench: $(STAMP)
 	@$(PY) bench/search_scale.py
 	@$(PY) bench/faults.py
 	@$(PY) bench/code_mode.py
+	@$(PY) bench/openapi.py
 	@$(PY) bench/load.py
 
 # The CDK app (infra/): `synth` needs no Node and no AWS account; `deploy`/`destroy` use your AWS credentials.

@@ -44,10 +44,12 @@ LOCAL_ONLY_FILES = frozenset(
         "progressive_mcp/demo.py",  # `make demo`
         "progressive_mcp/surfaces/stdio.py",  # the stdio server (the mcp SDK, which the asset leaves out)
         "progressive_mcp/__main__.py",  # `python -m progressive_mcp`
+        "progressive_mcp/sources/openapi.py",  # OpenAPI documents are compiled at build time (sources/compiled.py)
     }
 )
 # `mcp` (the SDK) serves stdio only: the Lambda path speaks MCP through `mcp-types` (see DESIGN.md).
-EXCLUDED_DEPENDENCIES = frozenset({"mcp"})
+# The OpenAPI tooling runs when the asset is built (`spec compile` writes the catalog the Lambda loads).
+EXCLUDED_DEPENDENCIES = frozenset({"mcp", "openapi-spec-validator", "referencing"})
 # boto3 and botocore come with every Lambda Python runtime (kept up to date by AWS); bundling them would add
 # ~25 MB to the asset. lambda_fn.aws imports them only when an AWS-backed setting (PMCP_CACHE_TABLE, ...) is set.
 PROVIDED_BY_RUNTIME = frozenset({"boto3", "botocore", "s3transfer"})

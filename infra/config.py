@@ -56,6 +56,9 @@ class StackConfig:
     auth_mode: str = "server-key"  # server-key: the stack holds the upstream key, callers present bearer tokens
     mode: str = "progressive"  # the default tool surface (callers may still pick one per URL with ?mode=)
     categories: tuple[str, ...] = ()  # expose only these spec categories (default: all)
+    # Operations served (terms tag:NAME, method:GET, path:GLOB or a tool-name glob; default: all); PMCP_INCLUDE/EXCLUDE.
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()  # browser origins allowed to call (default: none, i.e. non-browser clients)
     spec: str = "spec/alphavantage.yaml"  # relative to the repository root; shipped compiled to JSON
     max_result_tokens: int | None = None  # larger tool answers become a preview (default: the server's 8000)
@@ -168,6 +171,9 @@ class StackConfig:
         for origin in self.allowed_origins:
             if origin != "*" and not re.match(r"^https?://[^/\s]+$", origin):
                 raise ValueError(f"allowed_origins: {origin!r} is not '*' or an origin like https://app.example.com")
+        for term in (*self.include, *self.exclude):
+            if "," in term or not term.strip():
+                raise ValueError(f"include/exclude: {term!r} is not one filter term (give a list of terms)")
         for category in self.categories:
             if not re.match(r"^[A-Za-z0-9_-]+$", category):
                 raise ValueError(f"categories: {category!r} is not a category name")

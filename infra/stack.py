@@ -208,6 +208,10 @@ class ProgressiveMcpStack(Stack):
         }
         if config.categories:
             environment["PMCP_CATEGORIES"] = ",".join(config.categories)
+        if config.include:
+            environment["PMCP_INCLUDE"] = ",".join(config.include)
+        if config.exclude:
+            environment["PMCP_EXCLUDE"] = ",".join(config.exclude)
         if config.allowed_origins:
             environment["PMCP_ALLOWED_ORIGINS"] = ",".join(config.allowed_origins)
         if config.max_result_tokens is not None:

@@ -806,6 +806,8 @@ def run(args: argparse.Namespace) -> int:
         "PMCP_SPEC": args.spec,
         "PMCP_MODE": args.mode,
         "PMCP_CATEGORIES": args.categories,
+        "PMCP_INCLUDE": getattr(args, "include", None),
+        "PMCP_EXCLUDE": getattr(args, "exclude", None),
         "PMCP_UPSTREAM_URL": args.upstream,
         "PMCP_AUTH_MODE": args.auth_mode,
         "PMCP_DEADLINE_S": None if getattr(args, "deadline", None) is None else f"{args.deadline:g}",

@@ -15,19 +15,39 @@ from pathlib import Path
 
 from progressive_mcp.errors import ProgressiveMCPError
 from progressive_mcp.settings import AUTH_MODES, MODES
-from progressive_mcp.sources import default_spec_path, load_catalog
+from progressive_mcp.sources import default_spec_path
 
 
 def _spec_check(args: argparse.Namespace) -> int:
+    from progressive_mcp.sources import load_catalog_with_report
+
     failed = 0
     for path in args.files or [str(default_spec_path())]:
         try:
-            catalog = load_catalog(Path(path))
+            catalog, report = load_catalog_with_report(Path(path), include=args.include, exclude=args.exclude)
         except ProgressiveMCPError as exc:
             print(exc, file=sys.stderr)
             failed += 1
             continue
-        print(f"{path}: OK: {len(catalog)} tools in {len(catalog.categories)} categories, version {catalog.version}")
+        if report is None:
+            print(
+                f"{path}: OK: {len(catalog)} tools in {len(catalog.categories)} categories, version {catalog.version}"
+            )
+            continue
+        print(f"{report.summary()} in {len(catalog.categories)} categories, version {catalog.version}")
+        for skipped in report.skipped:
+            print(f"  skipped {skipped.operation}: {skipped.reason}")
+        for note in report.notes:
+            print(f"  note: {note}")
+        if args.validate or args.strict:
+            from progressive_mcp.sources.openapi import validation_findings
+
+            findings = validation_findings(Path(path))
+            label = "problem" if args.strict else "warning"
+            for finding in findings:
+                print(f"  {label} (openapi-spec-validator): {finding}")
+            if findings and args.strict:
+                failed += 1
     return 1 if failed else 0
 
 
@@ -36,19 +56,26 @@ def _spec_compile(args: argparse.Namespace) -> int:
 
     import yaml
 
+    from progressive_mcp.sources import load_catalog_with_report
+    from progressive_mcp.sources.compiled import dumps
+
     source = Path(args.file) if args.file else default_spec_path()
-    try:
-        catalog = load_catalog(source)  # validates it first: never compile a broken spec
+    try:  # validates it first: never compile a broken spec
+        catalog, report = load_catalog_with_report(source, include=args.include, exclude=args.exclude)
     except ProgressiveMCPError as exc:
         print(exc, file=sys.stderr)
         return 1
-    data = yaml.load(source.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
+    if report is not None or args.include or args.exclude:  # a catalog: what the Lambda loads without the tooling
+        text = dumps(catalog) + "\n"
+    else:  # our own format stays itself, as JSON (it loads through the same validation as the YAML)
+        data = yaml.load(source.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
     if args.output in (None, "-"):
         sys.stdout.write(text)
     else:
         Path(args.output).write_text(text, encoding="utf-8")
-        print(f"{args.output}: {len(catalog)} tools, version {catalog.version}", file=sys.stderr)
+        detail = f" ({report.summary()})" if report is not None else ""
+        print(f"{args.output}: {len(catalog)} tools, version {catalog.version}{detail}", file=sys.stderr)
     return 0
 
 
@@ -128,6 +155,7 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=MODES, help="tool surface (env PMCP_MODE; default progressive)")
     parser.add_argument("--categories", help="comma-separated categories to expose (env PMCP_CATEGORIES)")
     parser.add_argument("--upstream", help="upstream base URL (env PMCP_UPSTREAM_URL; default from the spec)")
+    add_filter_flags(parser)
     parser.add_argument(
         "--no-cache",
         dest="cache",
@@ -144,20 +172,40 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="WARNING", help="log level (stdio: WARNING, to stderr; serve: INFO)")
 
 
+def add_filter_flags(parser: argparse.ArgumentParser) -> None:
+    terms = "comma-separated tag:NAME, method:GET, path:GLOB or tool-name globs"
+    parser.add_argument(
+        "--include", help=f"serve only the operations matching any of these ({terms}; env PMCP_INCLUDE)"
+    )
+    parser.add_argument("--exclude", help=f"leave out the operations matching any of these ({terms}; env PMCP_EXCLUDE)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="progressive-mcp", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
     spec = commands.add_parser("spec", help="check a spec file or print the spec format's JSON Schema")
     spec_commands = spec.add_subparsers(dest="spec_command", required=True)
-    check = spec_commands.add_parser("check", help="validate spec files; names tool, field and line of each problem")
-    check.add_argument("files", nargs="*", help="spec files (default: the bundled one)")
+    check = spec_commands.add_parser(
+        "check",
+        help="validate spec files or OpenAPI documents; names the tool or operation, field and line of each problem",
+    )
+    check.add_argument("files", nargs="*", help="spec files or OpenAPI documents (default: the bundled spec)")
+    check.add_argument(
+        "--validate",
+        action="store_true",
+        help="OpenAPI: also list what openapi-spec-validator finds against the OpenAPI specification (warnings)",
+    )
+    check.add_argument("--strict", action="store_true", help="OpenAPI: like --validate, and fail on its findings")
+    add_filter_flags(check)
     check.set_defaults(func=_spec_check)
     compile_ = spec_commands.add_parser(
-        "compile", help="write a spec as compact JSON, which loads faster than YAML (for Lambda cold starts)"
+        "compile",
+        help="write a spec as compact JSON, or an OpenAPI document as a compiled catalog, for fast cold starts",
     )
-    compile_.add_argument("file", nargs="?", help="spec file (default: the bundled one)")
+    compile_.add_argument("file", nargs="?", help="spec file or OpenAPI document (default: the bundled spec)")
     compile_.add_argument("-o", "--output", help="output file (default: stdout)")
+    add_filter_flags(compile_)
     compile_.set_defaults(func=_spec_compile)
     schema = spec_commands.add_parser("schema", help="print the JSON Schema of the spec format")
     schema.set_defaults(func=_spec_schema)

@@ -23,6 +23,7 @@ Mode = Literal["progressive", "direct", "hybrid", "code"]
 MODES: tuple[Mode, ...] = ("progressive", "direct", "hybrid", "code")
 AuthMode = Literal["passthrough", "server-key"]
 AUTH_MODES: tuple[AuthMode, ...] = ("passthrough", "server-key")
+UPSTREAM_KEY_ENV = "PMCP_UPSTREAM_KEY"  # the upstream key of any catalog (its spec may name another variable too)
 DEFAULT_MAX_RESULT_TOKENS = 8000
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 DEFAULT_LIST_TTL_S = 3600
@@ -37,6 +38,9 @@ class Settings:
     spec_path: Path = field(default_factory=default_spec_path)
     mode: Mode = "progressive"
     categories: frozenset[str] | None = None
+    # Which of the source's operations become tools (terms of progressive_mcp.sources.openapi.Filter).
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
     upstream_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     max_result_tokens: int = DEFAULT_MAX_RESULT_TOKENS
@@ -66,6 +70,10 @@ class Settings:
             values["mode"] = env["PMCP_MODE"]
         if env.get("PMCP_CATEGORIES"):
             values["categories"] = env["PMCP_CATEGORIES"]
+        if env.get("PMCP_INCLUDE"):
+            values["include"] = split_list(env["PMCP_INCLUDE"])
+        if env.get("PMCP_EXCLUDE"):
+            values["exclude"] = split_list(env["PMCP_EXCLUDE"])
         if env.get("PMCP_UPSTREAM_URL"):
             values["upstream_url"] = env["PMCP_UPSTREAM_URL"]
         if env.get("PMCP_MAX_RESULT_TOKENS"):
@@ -104,6 +112,9 @@ class Settings:
         values.update({k: v for k, v in overrides.items() if v is not None})
         if isinstance(values.get("spec_path"), str):
             values["spec_path"] = Path(values["spec_path"])
+        for name in ("include", "exclude"):
+            if isinstance(values.get(name), str):
+                values[name] = split_list(values[name])
         if isinstance(values.get("categories"), str):
             values["categories"] = frozenset(split_list(values["categories"])) or None
         settings = cls(**values)
@@ -111,10 +122,14 @@ class Settings:
         return settings
 
     def with_api_key_from(self, environ: Mapping[str, str], env_name: str | None) -> Settings:
-        """A copy holding the upstream key from `env_name` (named by the spec), unless one is set."""
-        if self.api_key or not env_name or not environ.get(env_name):
+        """A copy holding the upstream key from `env_name` (named by the spec) or else PMCP_UPSTREAM_KEY (any
+        catalog's), unless one is set. Nothing is read for an API without auth (env_name None)."""
+        if self.api_key or not env_name:
             return self
-        return replace(self, api_key=environ[env_name].strip())
+        for name in (env_name, UPSTREAM_KEY_ENV):
+            if environ.get(name):
+                return replace(self, api_key=environ[name].strip())
+        return self
 
     def check(self) -> None:
         if self.mode not in MODES:

@@ -15,9 +15,8 @@ import json
 import math
 from typing import Any
 
-from progressive_mcp.catalog import Catalog, CatalogTool, _thaw
+from progressive_mcp.catalog import Catalog, CatalogTool, Param, _thaw
 from progressive_mcp.errors import InvalidArguments
-from progressive_mcp.sources.spec import Param
 
 # Bounds on one call's arguments. No tool takes more than a dozen arguments and no real value (a ticker
 # list, a search phrase) comes near these; larger input is a mistake or an attack that must neither reach

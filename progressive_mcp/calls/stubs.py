@@ -18,8 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from progressive_mcp.catalog import CatalogTool, _thaw
-from progressive_mcp.sources.spec import Param
+from progressive_mcp.catalog import CatalogTool, Param, _thaw
 
 PARAM_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
 JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
@@ -64,7 +63,7 @@ class _StubWriter:
     def function(self, tool: CatalogTool) -> str:
         params = [p for p in tool.params if not (p.name == FORCED_JSON_PARAM and forced_json(tool))]
         ordered = [p for p in params if p.required] + [p for p in params if not p.required]
-        arguments = ", ".join(_parameter(p) for p in ordered)
+        arguments = ", ".join(self._parameter(p, tool) for p in ordered)
         returns = "Any"
         if tool.output_schema is not None:
             schema = _thaw(tool.output_schema)
@@ -77,14 +76,29 @@ class _StubWriter:
         quotes = "'" * 3  # not double quotes: stubs travel inside JSON strings, where each one costs an escape
         return f"{signature}\n    {quotes}{_docstring(tool)}{quotes}\n    ..."
 
+    def _parameter(self, param: Param, tool: CatalogTool) -> str:
+        """`name: type = default`: scalars from the parameter, anything else (arrays, objects, a request body)
+        from its whole schema."""
+        if param.enum is not None:
+            kind = f"Literal[{', '.join(_literal(v) for v in param.enum)}]"
+        elif param.type in PARAM_TYPES:
+            kind = PARAM_TYPES[param.type]
+        elif param.schema is not None:
+            kind = self._type(_thaw(param.schema), _camel(f"{tool.name} {param.name}"), {})
+        else:
+            kind = "Any"
+        return _parameter_line(param, kind)
+
     def _type(self, schema: Mapping[str, Any], hint: str, defs: Mapping[str, Any]) -> str:
         if "$ref" in schema:
             name = str(schema["$ref"]).rsplit("/", 1)[-1]
             return self._named(_camel(name), defs[name], defs)
         if "enum" in schema:
             return f"Literal[{', '.join(_literal(v) for v in schema['enum'])}]"
-        if "anyOf" in schema:
-            return _union(*(self._type(member, f"{hint}Option{i}", defs) for i, member in enumerate(schema["anyOf"])))
+        for union in ("anyOf", "oneOf"):
+            if isinstance(schema.get(union), list):
+                members = schema[union]
+                return _union(*(self._type(member, f"{hint}Option{i}", defs) for i, member in enumerate(members)))
         kinds = schema.get("type")
         listed = kinds if isinstance(kinds, list) else [kinds]
         types = []
@@ -161,10 +175,7 @@ class _StubWriter:
         return f"{hint}{number}"
 
 
-def _parameter(param: Param) -> str:
-    kind = PARAM_TYPES[param.type]
-    if param.enum is not None:
-        kind = f"Literal[{', '.join(_literal(v) for v in param.enum)}]"
+def _parameter_line(param: Param, kind: str) -> str:
     if param.required:
         return f"{param.name}: {kind}"
     if param.default is not None:

@@ -1,18 +1,29 @@
 """Where tools come from: each source turns a description of an API into the common catalog model.
 
-Today one source, the project's own spec format (`progressive_mcp.sources.spec`). Example::
+Sources: the project's own spec format (`progressive_mcp.sources.spec`), OpenAPI 3.0/3.1 and Swagger 2.0
+documents (`progressive_mcp.sources.openapi`), and compiled catalogs (`progressive_mcp.sources.compiled`, any
+catalog written as JSON by `progressive-mcp spec compile`). `load_catalog` tells them apart by content. Example::
 
     catalog = load_catalog()                               # the bundled Alpha Vantage spec
     catalog = load_catalog("tests/fixtures/lastfm/lastfm.yaml")
+    catalog = load_catalog("openapi.yaml", include="method:GET")   # the read-only part of an API
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from progressive_mcp.catalog import Catalog
+from progressive_mcp.errors import SpecError
+
+if TYPE_CHECKING:
+    from progressive_mcp.sources.openapi import OpenApiReport
 
 BUNDLED_SPEC = "alphavantage.yaml"
+Terms = str | Iterable[str] | None
 
 
 def default_spec_path() -> Path:
@@ -24,8 +35,85 @@ def default_spec_path() -> Path:
     return package / "bundled" / BUNDLED_SPEC
 
 
-def load_catalog(path: str | Path | None = None) -> Catalog:
-    """The catalog a file describes (default: the bundled spec); raises SpecError naming every problem."""
-    from progressive_mcp.sources.spec import build_catalog, load_spec
+def load_catalog(path: str | Path | None = None, *, include: Terms = None, exclude: Terms = None) -> Catalog:
+    """The catalog a file describes (default: the bundled spec); raises SpecError naming every problem.
 
-    return build_catalog(load_spec(path or default_spec_path()))
+    `include`/`exclude`: filter terms (`tag:NAME`, `method:GET`, `path:/v2/*`, or a tool-name glob; see
+    `progressive_mcp.sources.openapi.Filter`), comma-separated or as a list.
+    """
+    return load_catalog_with_report(path, include=include, exclude=exclude)[0]
+
+
+def load_catalog_with_report(
+    path: str | Path | None = None, *, include: Terms = None, exclude: Terms = None
+) -> tuple[Catalog, OpenApiReport | None]:
+    """`load_catalog`, and for an OpenAPI document what the load made of it (operations, skipped, notes)."""
+    path = Path(path or default_spec_path())
+    kind, data = _sniff(path)
+    if kind == "openapi":
+        from progressive_mcp.sources.filters import Filter
+        from progressive_mcp.sources.openapi import build_openapi_catalog
+
+        incl, excl = Filter.parse(include), Filter.parse(exclude)
+        if data is not None:
+            return build_openapi_catalog(data, path.resolve(), include=incl, exclude=excl, source=str(path))
+        from progressive_mcp.sources.openapi import load_openapi
+
+        return load_openapi(path, include=incl, exclude=excl)
+    if kind == "compiled":
+        from progressive_mcp.sources.compiled import from_data
+
+        catalog = from_data(data, str(path))
+    else:
+        from progressive_mcp.sources.spec import build_catalog, load_spec
+
+        catalog = build_catalog(load_spec(path))
+    return filter_catalog(catalog, include, exclude, source=str(path)), None
+
+
+def _sniff(path: Path) -> tuple[str, object]:
+    """Which source reads this file: "openapi", "compiled" or "spec", and the parsed JSON when it was parsed
+    to find out (a JSON document's keys can come in any order)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return "spec", None  # the spec loader says what is wrong with it
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return "spec", None
+        if isinstance(data, dict) and "progressive_mcp_catalog" in data:
+            return "compiled", data
+        if isinstance(data, dict) and ("openapi" in data or "swagger" in data):
+            return "openapi", data
+        return "spec", None
+    from progressive_mcp.sources.openapi import looks_like_openapi  # cheap: a regex over the text
+
+    return ("openapi" if looks_like_openapi(text) else "spec"), None
+
+
+def filter_catalog(catalog: Catalog, include: Terms, exclude: Terms, *, source: str = "--include/--exclude") -> Catalog:
+    """The catalog without the tools the filters leave out (any source: a spec tool's tag is its category)."""
+    if not include and not exclude:
+        return catalog
+    from progressive_mcp.sources.filters import Filter, keep
+
+    incl, excl = Filter.parse(include), Filter.parse(exclude)
+    tools = tuple(
+        t
+        for t in catalog.tools
+        if keep(
+            incl,
+            excl,
+            name=t.name,
+            operation_id=t.operation.operation_id if t.operation else None,
+            method=t.method,
+            path=t.operation.path if t.operation else None,
+            tags=[t.category],
+        )
+    )
+    if not tools:
+        raise SpecError(source, ["the --include/--exclude filters leave no tool"])
+    categories = {k: v for k, v in catalog.categories.items() if any(t.category == k for t in tools)}
+    return Catalog.build(catalog.api, categories, tools)

@@ -69,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
             spec_path=args.spec,
             mode=args.mode,
             categories=args.categories,
+            include=getattr(args, "include", None),
+            exclude=getattr(args, "exclude", None),
             upstream_url=args.upstream,
             cache=getattr(args, "cache", None),
             deadline_s=getattr(args, "deadline", None),

@@ -154,7 +154,7 @@ class Surface:
         results: ResultStore | None = None,
     ) -> Surface:
         """A surface as configured; `cache` replaces the in-memory cache that `settings.cache` asks for."""
-        catalog = catalog or load_catalog(settings.spec_path)
+        catalog = catalog or load_catalog(settings.spec_path, include=settings.include, exclude=settings.exclude)
         upstream = UpstreamClient(
             catalog.api,
             base_url=settings.upstream_url,

@@ -1,0 +1,149 @@
+"""A compiled catalog: any catalog written as compact JSON by `progressive-mcp spec compile`, and read back
+without the tooling of the source it came from (a Lambda serving an OpenAPI catalog never imports YAML
+parsers, `$ref` resolvers or pydantic spec models). Example::
+
+    text = dumps(load_catalog("DigitalOcean-public.v2.yaml"))   # progressive-mcp spec compile
+    catalog = loads(text)                                        # what the Lambda does at a cold start
+
+The format is this module's alone (versioned by FORMAT_VERSION); it is a build artefact, not something to
+write by hand. Default field values are left out to keep the file small.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import MISSING, fields
+from typing import Any
+
+from progressive_mcp.catalog import (
+    TOOL_ANNOTATIONS,
+    Api,
+    Auth,
+    Catalog,
+    CatalogTool,
+    Dispatch,
+    Hints,
+    Operation,
+    Param,
+    _freeze,
+    _thaw,
+)
+from progressive_mcp.errors import SpecError
+
+FORMAT_KEY = "progressive_mcp_catalog"
+FORMAT_VERSION = 1
+
+
+def is_compiled(data: Any) -> bool:
+    return isinstance(data, dict) and FORMAT_KEY in data
+
+
+def to_data(catalog: Catalog) -> dict[str, Any]:
+    return {
+        FORMAT_KEY: FORMAT_VERSION,
+        "version": catalog.version,
+        "api": _record(catalog.api),
+        "categories": dict(catalog.categories),
+        "tools": [_record(tool) for tool in catalog.tools],
+    }
+
+
+def dumps(catalog: Catalog) -> str:
+    return json.dumps(to_data(catalog), separators=(",", ":"), ensure_ascii=False)
+
+
+def loads(text: str, source: str = "<compiled catalog>") -> Catalog:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SpecError(source, [f"not valid JSON: {exc}"]) from None
+    return from_data(data, source)
+
+
+def from_data(data: Any, source: str = "<compiled catalog>") -> Catalog:
+    if not is_compiled(data):
+        raise SpecError(source, [f"not a compiled catalog (no {FORMAT_KEY!r} field)"])
+    if data[FORMAT_KEY] != FORMAT_VERSION:
+        raise SpecError(
+            source,
+            [f"compiled by another version of progressive-mcp (format {data[FORMAT_KEY]!r}, this one reads "
+             f"{FORMAT_VERSION}): compile it again with `progressive-mcp spec compile`"],
+        )  # fmt: skip
+    try:
+        api = _api(data["api"])
+        tools = tuple(_tool(t) for t in data["tools"])
+        catalog = Catalog.build(api, data["categories"], tools)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SpecError(source, [f"a compiled catalog with a broken record ({type(exc).__name__}: {exc})"]) from None
+    if data.get("version") not in (None, catalog.version):
+        raise SpecError(source, ["its tools do not match the version it was compiled with: compile it again"])
+    return catalog
+
+
+def _record(value: Any) -> dict[str, Any]:
+    """A dataclass as a dict of its non-default fields (nested dataclasses and frozen data made plain)."""
+    out: dict[str, Any] = {}
+    for f in fields(value):
+        item = getattr(value, f.name)
+        default = (
+            f.default
+            if f.default is not MISSING
+            else f.default_factory()
+            if f.default_factory is not MISSING
+            else MISSING
+        )
+        if default is not MISSING and item == default:
+            continue
+        if hasattr(item, "__dataclass_fields__"):
+            item = _record(item)
+        elif isinstance(item, tuple) and item and hasattr(item[0], "__dataclass_fields__"):
+            item = [_record(i) for i in item]
+        else:
+            item = _thaw(item)
+        out[f.name] = item
+    return out
+
+
+def _tuple(value: Any) -> Any:
+    return tuple(_tuple(v) for v in value) if isinstance(value, list) else value
+
+
+def _api(data: dict[str, Any]) -> Api:
+    values = dict(data)
+    if values.get("dispatch") is not None:
+        values["dispatch"] = Dispatch(**values["dispatch"])
+    if values.get("auth") is not None:
+        values["auth"] = Auth(**values["auth"])
+    if "hints" in values:
+        values["hints"] = Hints(**values["hints"])
+    if "error_fields" in values:
+        values["error_fields"] = _freeze(values["error_fields"])
+    return Api(**values)
+
+
+def _param(data: dict[str, Any]) -> Param:
+    values = dict(data)
+    for key in ("enum", "examples", "premium_values"):
+        if key in values and values[key] is not None:
+            values[key] = tuple(values[key])
+    if values.get("schema") is not None:
+        values["schema"] = _freeze(values["schema"])
+    return Param(**values)
+
+
+def _tool(data: dict[str, Any]) -> CatalogTool:
+    values = dict(data)
+    values["params"] = tuple(_param(p) for p in values.get("params", ()))
+    values["input_schema"] = _freeze(values["input_schema"])
+    for key in ("keywords", "examples"):
+        values[key] = tuple(values.get(key, ()))
+    if "require_any" in values:
+        values["require_any"] = _tuple(values["require_any"])
+    if values.get("output_schema") is not None:
+        values["output_schema"] = _freeze(values["output_schema"])
+    if values.get("operation") is not None:
+        values["operation"] = Operation(**values["operation"])
+    if "fixed" in values:
+        values["fixed"] = _freeze(values["fixed"])
+    values["annotations"] = _freeze(values["annotations"]) if "annotations" in values else TOOL_ANNOTATIONS
+    return CatalogTool(**values)

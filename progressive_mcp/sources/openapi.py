@@ -1,0 +1,1082 @@
+"""The OpenAPI source: an OpenAPI 3.0/3.1 or Swagger 2.0 document (YAML or JSON, one file or many joined by
+relative `$ref`s) becomes a catalog, one tool per operation. Example::
+
+    catalog, report = load_openapi("DigitalOcean-public.v2.yaml")
+    report.operations, len(catalog), report.skipped        # 659, 659, []
+
+`$ref`s are resolved with `referencing` (the library `jsonschema` resolves with), lazily: only what operations
+use is read, so DigitalOcean's ~2,900 files cost only the parts a tool needs (its code samples are never read).
+References may only point at files inside the entry document's folder, and never at the network. The full
+validation of a document against the OpenAPI specification (`openapi-spec-validator`) is slow (OpenAI's
+document: ~3.6 s) and finds things no tool depends on, so it runs in `progressive-mcp spec check`, not at every
+load; loading reports only what stops an operation becoming a tool, naming the operation and the JSON pointer.
+
+The rules (docs/openapi.md says them for users):
+- name: the operationId made a valid MCP tool name (letters, digits, `_`, `-`, `.`; at most 64 characters);
+  `<method>_<path>` when there is none; a clash gets a short digest of method and path (stable across reloads).
+- category: the first tag (its description is the category's); untagged operations go under the first path
+  segment that is not a version (`v2`) or `api`.
+- arguments: path, query, header and cookie parameters (path-level ones apply, the operation's own override);
+  the ones carrying credentials are left out (the server adds the key itself). A JSON body whose schema is a
+  plain object is flattened into arguments when none of its member names clash with a parameter; any other body
+  is one `body` argument. Form bodies are always flattened. Multipart bodies (file uploads) are skipped.
+- schemas: JSON Schema 2020-12 with `$ref`s inlined; recursion and nesting beyond MAX_DEPTH are cut with a note;
+  OpenAPI 3.0's `nullable`, boolean `exclusiveMinimum`, `example` and Swagger's `x-nullable` are translated;
+  read-only members leave request schemas and write-only members leave answers.
+- annotations from the method; output schema from the first 2xx JSON answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal
+from urllib.parse import unquote, urldefrag, urljoin, urlsplit
+
+import yaml
+from referencing import Registry, Resource, Specification
+from referencing.exceptions import Unresolvable
+
+from progressive_mcp.catalog import (
+    Api,
+    Auth,
+    Catalog,
+    CatalogTool,
+    Operation,
+    Param,
+    _freeze,
+    content_hash,
+    input_schema,
+)
+from progressive_mcp.errors import SpecError
+from progressive_mcp.sources.filters import Filter, keep, slug
+
+UPSTREAM_KEY_ENV = "PMCP_UPSTREAM_KEY"
+METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+MAX_NAME = 64
+MAX_SUMMARY = 120
+MAX_TITLE = 200
+MAX_DESCRIPTION = 1_000  # a tool's description: the first ~250 tokens of what the document says
+MAX_INNER_DESCRIPTION = 200  # a property's description inside a schema
+MAX_CATEGORY_DESCRIPTION = 300
+MAX_DEPTH = 8  # nesting of objects and arrays kept in a schema; deeper parts are cut with a note
+# Schema objects kept for one tool's arguments, and for its answer; the rest are cut with a note. OpenAI's chat
+# completion body inlines to ~30,000 tokens without it; with it, the largest tool definition is ~5,000.
+MAX_SCHEMA_NODES = 300
+MAX_EXAMPLE_CHARS = 2_000  # an answer's example is kept (for the offline upstream) when it is this small
+MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_REF_HOPS = 32
+ANNOTATIONS: Mapping[str, Mapping[str, bool]] = MappingProxyType(
+    {
+        "GET": MappingProxyType({"readOnlyHint": True, "destructiveHint": False, "openWorldHint": True}),
+        "HEAD": MappingProxyType({"readOnlyHint": True, "destructiveHint": False, "openWorldHint": True}),
+        "OPTIONS": MappingProxyType({"readOnlyHint": True, "destructiveHint": False, "openWorldHint": True}),
+        "POST": MappingProxyType({"readOnlyHint": False, "destructiveHint": False, "openWorldHint": True}),
+        "PATCH": MappingProxyType({"readOnlyHint": False, "destructiveHint": True, "openWorldHint": True}),
+        "PUT": MappingProxyType(
+            {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": True}
+        ),
+        "DELETE": MappingProxyType(
+            {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": True}
+        ),
+    }
+)
+# Parameters that carry credentials when a document declares security but not as an apiKey scheme (Slack's
+# `token`): the server sends the key itself, so the model never sees or fills them.
+CREDENTIAL_NAMES = frozenset({"authorization", "token", "access_token", "api_key", "apikey", "api-key", "x-api-key"})
+# OpenAPI 3: header parameters with these names "SHALL be ignored" (the content type and auth say them).
+IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
+JSON_KEYWORDS = frozenset(
+    {
+        "type", "enum", "const", "default", "format", "pattern", "minimum", "maximum", "exclusiveMinimum",
+        "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "minItems", "maxItems", "uniqueItems",
+        "minProperties", "maxProperties", "required", "properties", "additionalProperties", "items", "prefixItems",
+        "allOf", "oneOf", "anyOf", "not", "title", "description", "examples", "deprecated", "patternProperties",
+        "contentMediaType", "contentEncoding",
+    }
+)  # fmt: skip
+SCHEMA_LISTS = ("allOf", "oneOf", "anyOf", "prefixItems")
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+_ARG_CHARS = re.compile(r"[^A-Za-z0-9_]+")
+_VERSION = re.compile(r"^v\d+(\.\d+)*$|^api$", re.IGNORECASE)
+_FIRST_SENTENCE = re.compile(r"^(.+?[.!?])(\s|$)", re.DOTALL)
+_MARKDOWN_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+
+
+def is_openapi(data: Any) -> bool:
+    return isinstance(data, dict) and ("openapi" in data or "swagger" in data)
+
+
+def looks_like_openapi(text: str) -> bool:
+    """Whether a YAML or JSON text is an OpenAPI/Swagger document, from its top-level `openapi`/`swagger` key
+    (for YAML, a key at column 0; a JSON document is parsed by the caller)."""
+    return re.search(r"^(openapi|swagger)\s*:", text, re.MULTILINE) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    operation: str  # "POST /files.upload (files_upload)"
+    reason: str
+
+
+@dataclass
+class OpenApiReport:
+    """What a load made of a document: counts, what was left out and why, and what was cut or translated."""
+
+    source: str
+    version: str  # "3.0.0", "2.0"
+    operations: int = 0  # (path, method) pairs under `paths`
+    filtered: int = 0  # left out by --include/--exclude
+    skipped: list[Skipped] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def tools(self) -> int:
+        return self.operations - self.filtered - len(self.skipped)
+
+    def summary(self) -> str:
+        text = f"{self.source}: OpenAPI {self.version}, {self.operations} operations → {self.tools} tools"
+        if self.filtered:
+            text += f", {self.filtered} filtered out"
+        if self.skipped:
+            text += f", {len(self.skipped)} skipped"
+        return text
+
+
+# --- reading and resolving -------------------------------------------------------------------------------------
+
+
+class _Documents:
+    """Parsed files by URI, read on first use, inside the entry document's folder only."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files: dict[str, Any] = {}
+
+    def read(self, uri: str) -> Any:
+        if uri in self.files:
+            return self.files[uri]
+        parts = urlsplit(uri)
+        if parts.scheme != "file":
+            raise _Problem(f"{uri} is not a local file (documents are read offline; remote $refs are not fetched)")
+        path = Path(unquote(parts.path)).resolve()
+        if not path.is_relative_to(self.root):
+            raise _Problem(f"{path} is outside the document's folder {self.root}")
+        if not path.is_file():
+            raise _Problem(f"{path.relative_to(self.root)} does not exist")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise _Problem(f"{path.name} is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB")
+        data = parse_text(path.read_text(encoding="utf-8"), path.name)
+        self.files[uri] = data
+        return data
+
+
+def parse_text(text: str, source: str) -> Any:
+    """YAML or JSON (JSON is YAML, but the JSON parser is ~20x faster on big documents)."""
+    stripped = text.lstrip()
+    try:
+        if stripped.startswith(("{", "[")):
+            try:
+                return json.loads(text)
+            except ValueError:
+                pass  # YAML flow style, perhaps
+        return yaml.load(text, Loader=_Yaml12Loader)  # a safe loader, with YAML 1.2's scalars
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise _Problem(f"{source}: not valid YAML or JSON{where}: {getattr(exc, 'problem', None) or exc}") from None
+    except RecursionError:
+        raise _Problem(f"{source}: nested too deeply to read") from None
+
+
+_YAML11_ONLY = frozenset({"tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp"})
+
+
+class _Yaml12Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """PyYAML's safe loader with YAML 1.2's booleans: OpenAPI documents are YAML 1.2, where `off`, `on`, `yes`
+    and `no` are strings (DigitalOcean's droplet status enum has `off`; YAML 1.1 would make it `false`), and
+    `2020-01-01` is a string too (JSON has no dates: a date object would break every answer that carries it)."""
+
+    yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag not in _YAML11_ONLY]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+class _Problem(Exception):
+    """Why one part of a document cannot be used (the caller adds the operation and pointer)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _At:
+    """A place in the documents: the resolver (for relative $refs), the file's URI and the JSON pointer there."""
+
+    resolver: Any
+    uri: str
+    pointer: str
+
+    def child(self, *keys: str | int) -> _At:
+        pointer = self.pointer
+        for key in keys:
+            pointer += "/" + str(key).replace("~", "~0").replace("/", "~1")
+        return _At(self.resolver, self.uri, pointer)
+
+    def where(self, root_uri: str) -> str:
+        name = "" if self.uri == root_uri else self.uri.rsplit("/", 1)[-1]
+        return f"{name}#{self.pointer}"
+
+
+class _Resolver:
+    def __init__(self, documents: _Documents, root_uri: str, root: Any) -> None:
+        self.documents = documents
+        self.root_uri = root_uri
+        documents.files[root_uri] = root
+        registry: Registry[Any] = Registry(retrieve=self._retrieve).with_resource(  # type: ignore[call-arg]
+            root_uri, Specification.OPAQUE.create_resource(root)
+        )
+        self.start = _At(registry.resolver(root_uri), root_uri, "")
+
+    def _retrieve(self, uri: str) -> Resource[Any]:
+        return Specification.OPAQUE.create_resource(self.documents.read(uri))
+
+    def deref(self, node: Any, at: _At) -> tuple[Any, _At, str | None]:
+        """Follow `$ref`s from `node` to what they point at; returns it, its place, and the last ref's absolute
+        URI (None when `node` was no reference)."""
+        target: str | None = None
+        hops = 0
+        while isinstance(node, dict) and isinstance(node.get("$ref"), str):
+            ref = node["$ref"]
+            hops += 1
+            if hops > MAX_REF_HOPS:
+                raise _Problem(f"$ref chain longer than {MAX_REF_HOPS} at {at.where(self.root_uri)}")
+            target = urljoin(at.uri, ref)
+            try:
+                resolved = at.resolver.lookup(ref)
+            except _Problem as exc:
+                raise _Problem(f"$ref {ref!r} at {at.where(self.root_uri)}: {exc}") from None
+            except Unresolvable as exc:
+                cause: BaseException | None = exc
+                while cause is not None and not isinstance(cause, _Problem):  # referencing wraps what retrieve raised
+                    cause = cause.__cause__ or cause.__context__
+                detail = str(cause) if cause else "cannot be resolved (no such place in the document)"
+                raise _Problem(f"$ref {ref!r} at {at.where(self.root_uri)}: {detail}") from None
+            uri, fragment = urldefrag(target)
+            node, at = resolved.contents, _At(resolved.resolver, uri, fragment)
+        return node, at, target
+
+
+# --- schemas ---------------------------------------------------------------------------------------------------
+
+
+class _SchemaConverter:
+    """OpenAPI schema objects → self-contained JSON Schema 2020-12 (references inlined, bounded)."""
+
+    def __init__(self, refs: _Resolver, dialect: Literal["2.0", "3.0", "3.1"], notes: list[str]) -> None:
+        self.refs = refs
+        self.dialect = dialect
+        self.notes = notes
+        self.cut = 0
+
+    def convert(
+        self, node: Any, at: _At, side: Literal["request", "response"], budget: list[int] | None = None
+    ) -> dict[str, Any]:
+        """`budget`: schema objects left for the tool (shared by all its arguments), counted down."""
+        return self._convert(node, at, side, 0, (), budget if budget is not None else [MAX_SCHEMA_NODES])
+
+    def _convert(
+        self, node: Any, at: _At, side: str, depth: int, stack: tuple[str, ...], budget: list[int]
+    ) -> dict[str, Any]:
+        node, at, target = self.refs.deref(node, at)
+        name = target.rsplit("/", 1)[-1] if target else None
+        if target is not None and target in stack:
+            self.cut += 1
+            return {"type": "object", "description": f"A {name} (recursive; not expanded further)."}
+        if node is True or node == {}:
+            return {}
+        if node is False:
+            return {"not": {}}
+        if not isinstance(node, dict):
+            raise _Problem(f"a schema must be an object, not {type(node).__name__} ({at.where(self.refs.root_uri)})")
+        budget[0] -= 1
+        if depth > MAX_DEPTH or budget[0] < 0:
+            self.cut += 1
+            kind = _text(node, "type") or None
+            cut: dict[str, Any] = {"description": "(nested too deeply or too large to describe here; not expanded)"}
+            if kind in ("object", "array"):
+                cut["type"] = kind
+            return cut
+        stack = (*stack, target) if target else stack
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in ("properties", "patternProperties"):
+                value, members_at, _ = self.refs.deref(value, at.child(key))  # a whole map may be a $ref
+                if not isinstance(value, dict):
+                    raise _Problem(f"{key} must be an object ({members_at.where(self.refs.root_uri)})")
+                props = {}
+                for prop, sub in value.items():
+                    resolved, _, _ = self.refs.deref(sub, members_at.child(prop))
+                    if isinstance(resolved, dict) and resolved.get("readOnly" if side == "request" else "writeOnly"):
+                        continue
+                    props[prop] = self._convert(sub, members_at.child(prop), side, depth + 1, stack, budget)
+                out[key] = props
+            elif key in ("items", "additionalProperties", "not") and isinstance(value, dict):
+                out[key] = self._convert(value, at.child(key), side, depth + 1, stack, budget)
+            elif key == "items" and isinstance(value, list):  # Swagger/OpenAPI 3.0 never allow it; JSON Schema 4 did
+                out["prefixItems"] = [
+                    self._convert(v, at.child(key, i), side, depth + 1, stack, budget) for i, v in enumerate(value)
+                ]
+            elif key in SCHEMA_LISTS and isinstance(value, list):
+                out[key] = [
+                    self._convert(v, at.child(key, i), side, depth + 1, stack, budget) for i, v in enumerate(value)
+                ]
+            elif key == "description" and isinstance(value, str):
+                out[key] = trim(value, MAX_INNER_DESCRIPTION)
+            elif key == "required" and isinstance(value, list):
+                out[key] = list(dict.fromkeys(v for v in value if isinstance(v, str)))
+            elif key == "type" and isinstance(value, str | list):
+                out[key] = "string" if value == "file" else value  # Swagger's file (a form upload)
+            elif key in JSON_KEYWORDS and key not in ("examples", "exclusiveMinimum", "exclusiveMaximum"):
+                out[key] = value
+        self._translate(node, out)
+        _merge_all_of(out)
+        if "properties" in out and "required" in out:  # members dropped as read/write-only are not required
+            out["required"] = [r for r in out["required"] if r in out["properties"] or "additionalProperties" in out]
+            if not out["required"]:
+                del out["required"]
+        return out
+
+    def _translate(self, node: dict[str, Any], out: dict[str, Any]) -> None:
+        """The OpenAPI 3.0 / Swagger keywords that JSON Schema 2020-12 spells differently."""
+        for bound in ("Minimum", "Maximum"):
+            exclusive = node.get(f"exclusive{bound}")
+            if isinstance(exclusive, bool):  # 3.0/2.0: a flag on minimum/maximum
+                value = node.get(bound.lower())
+                if exclusive and isinstance(value, int | float):
+                    out[f"exclusive{bound}"] = value
+                    out.pop(bound.lower(), None)
+            elif isinstance(exclusive, int | float):
+                out[f"exclusive{bound}"] = exclusive
+        if self.dialect == "3.1" and isinstance(node.get("examples"), list):
+            pass  # examples are left out of schemas: they cost tokens on every TOOL_GET
+        nullable = node.get("nullable") is True or node.get("x-nullable") is True
+        if nullable and self.dialect != "3.1":
+            kind = out.get("type")
+            if isinstance(kind, str):
+                out["type"] = [kind, "null"]
+                if "enum" in out and None not in out["enum"]:
+                    out["enum"] = [*out["enum"], None]
+            elif kind is None:
+                inner = dict(out)
+                out.clear()
+                out["anyOf"] = [inner, {"type": "null"}]
+
+
+def _merge_all_of(schema: dict[str, Any]) -> None:
+    """`allOf` of plain objects merged into one object (members, required), as most documents mean it and as
+    models and typed stubs read best; left alone when members overlap or carry anything else."""
+    parts = schema.get("allOf")
+    if not isinstance(parts, list) or not parts:
+        return
+    allowed = {"type", "properties", "required", "description", "title"}
+    if not all(isinstance(p, dict) and set(p) <= allowed and p.get("type", "object") == "object" for p in parts):
+        return
+    names = [name for p in parts for name in p.get("properties", {})]
+    if len(names) != len(set(names)) or set(schema) - {"allOf", "description", "title", "type"}:
+        return
+    del schema["allOf"]
+    schema["type"] = "object"
+    schema["properties"] = {k: v for p in parts for k, v in p.get("properties", {}).items()}
+    required = [r for p in parts for r in p.get("required", [])]
+    if required:
+        schema["required"] = list(dict.fromkeys(required))
+    for key in ("description", "title"):
+        if key not in schema:
+            found = next((p[key] for p in parts if key in p), None)
+            if found is not None:
+                schema[key] = found
+
+
+def trim(text: str, limit: int) -> str:
+    """Whitespace collapsed, markdown links reduced to their text, cut at a word boundary with "…"."""
+    text = " ".join(_MARKDOWN_LINK.sub(r"\1", text).split())
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+
+
+def first_sentence(text: str, limit: int) -> str:
+    text = " ".join(_MARKDOWN_LINK.sub(r"\1", text).split()).lstrip("#* ")
+    match = _FIRST_SENTENCE.match(text)
+    return trim(match.group(1) if match else text, limit)
+
+
+# --- operations ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Built:
+    params: list[Param]
+    body: Literal["whole", "members"] | None = None
+    body_type: str = "application/json"
+
+
+class _Converter:
+    def __init__(self, document: dict[str, Any], refs: _Resolver, report: OpenApiReport) -> None:
+        self.doc = document
+        self.refs = refs
+        self.report = report
+        version = str(document.get("openapi") or document.get("swagger") or "")
+        self.dialect: Literal["2.0", "3.0", "3.1"] = (
+            "2.0" if version.startswith("2") else "3.1" if version.startswith("3.1") else "3.0"
+        )
+        self.schemas = _SchemaConverter(refs, self.dialect, report.notes)
+        self.auth, self.auth_param = self._security()
+        self.budget = [MAX_SCHEMA_NODES]  # what is left of the tool being built's argument schemas
+
+    # the API ----------------------------------------------------------------------------------------------------
+
+    def api(self, base_url: str | None) -> Api:
+        info = _dict(self.doc.get("info"))
+        title = trim(str(info.get("title") or "API"), MAX_TITLE)
+        docs = self.doc.get("externalDocs")
+        description = info.get("description")
+        return Api(
+            name=slug(title).replace("_", "-"),
+            title=title,
+            base_url=base_url or self.server_url(),
+            description=trim(description, MAX_DESCRIPTION) if isinstance(description, str) else "",
+            docs_url=docs.get("url") if isinstance(docs, dict) and isinstance(docs.get("url"), str) else None,
+            dispatch=None,
+            auth=self.auth,
+            default_cache_ttl_s=0,
+        )
+
+    def server_url(self) -> str:
+        if self.dialect == "2.0":
+            host = self.doc.get("host")
+            if not isinstance(host, str) or not host:
+                return ""
+            schemes = self.doc.get("schemes") or ["https"]
+            scheme = "https" if "https" in schemes else str(schemes[0])
+            return f"{scheme}://{host}{self.doc.get('basePath') or ''}".rstrip("/")
+        servers = self.doc.get("servers")
+        if not isinstance(servers, list) or not servers or not isinstance(servers[0], dict):
+            return ""
+        url = str(servers[0].get("url") or "")
+        for name, variable in (servers[0].get("variables") or {}).items():
+            if isinstance(variable, dict) and "default" in variable:
+                url = url.replace("{" + name + "}", str(variable["default"]))
+        return url.rstrip("/") if url.startswith(("http://", "https://")) else ""
+
+    def _security(self) -> tuple[Auth | None, tuple[str, str] | None]:
+        """The document's scheme as our Auth (the first requirement we can send), and the (in, name) of the
+        parameter an apiKey scheme occupies."""
+        if self.dialect == "2.0":
+            schemes = self.doc.get("securityDefinitions") or {}
+        else:
+            components = _dict(self.doc.get("components"))
+            schemes = components.get("securitySchemes") or {}
+        if not isinstance(schemes, dict) or not schemes:
+            return None, None
+        wanted: list[str] = []
+        requirements = list(self.doc.get("security") or [])
+        for path_item in (self.doc.get("paths") or {}).values():
+            if isinstance(path_item, dict):
+                for method in METHODS:
+                    operation = path_item.get(method)
+                    if isinstance(operation, dict) and isinstance(operation.get("security"), list):
+                        requirements += operation["security"]
+        for requirement in requirements:
+            if isinstance(requirement, dict):
+                wanted += [name for name in requirement if name not in wanted]
+        wanted += [name for name in schemes if name not in wanted]
+        at = self.refs.start.child("components", "securitySchemes")
+        for name in wanted:
+            try:
+                scheme, _, _ = self.refs.deref(schemes.get(name), at.child(name))
+            except _Problem as exc:
+                self.report.notes.append(f"security scheme {name}: {exc}")
+                continue
+            if not isinstance(scheme, dict):
+                continue
+            kind = scheme.get("type")
+            if kind == "apiKey" and scheme.get("in") in ("query", "header", "cookie") and scheme.get("name"):
+                where, key_name = scheme["in"], str(scheme["name"])
+                return Auth(where, key_name, UPSTREAM_KEY_ENV), (where, key_name.casefold())
+            if (kind == "http" and str(scheme.get("scheme", "")).lower() == "basic") or kind == "basic":
+                return Auth("header", "Authorization", UPSTREAM_KEY_ENV, scheme="basic"), None
+            if kind in ("http", "oauth2", "openIdConnect"):  # bearer, or an OAuth access token sent as one
+                return Auth("header", "Authorization", UPSTREAM_KEY_ENV, scheme="bearer"), None
+        return None, None
+
+    def categories(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        at = self.refs.start.child("tags")
+        for i, tag in enumerate(self.doc.get("tags") or []):
+            if not isinstance(tag, dict) or not isinstance(tag.get("name"), str):
+                continue
+            description = tag.get("description")
+            try:
+                description, _, _ = self.refs.deref(description, at.child(i, "description"))
+            except _Problem:
+                description = None
+            text = tag["name"]
+            if isinstance(description, str) and description.strip():
+                text += ": " + first_sentence(description, MAX_CATEGORY_DESCRIPTION)
+            out.setdefault(slug(tag["name"]), trim(text, MAX_CATEGORY_DESCRIPTION))
+        return out
+
+    # one operation --------------------------------------------------------------------------------------------
+
+    def tool(
+        self, name: str, method: str, path: str, operation: dict[str, Any], shared: tuple[Any, _At], at: _At
+    ) -> tuple[CatalogTool, str]:
+        """The tool for one operation, and its category (its tag, or the path's first segment). `shared`: the
+        path item's parameters and their place."""
+        self.budget = [MAX_SCHEMA_NODES]
+        built = self._params(path, operation, shared, at)
+        op_id = _text(operation, "operationId") or None
+        tags = [t for t in operation.get("tags") or [] if isinstance(t, str)]
+        category = slug(tags[0]) if tags else path_category(path)
+        summary_text = _text(operation, "summary")
+        description_text = _text(operation, "description")
+        summary = first_sentence(summary_text or description_text, MAX_SUMMARY) or f"{method} {path}"
+        route = f"{method} {path}" + (f" (operationId {op_id})" if op_id and op_id != name else "")
+        body = trim(description_text or summary_text, MAX_DESCRIPTION - len(route) - 2)
+        description = f"{route}. {body}" if body else f"{route}."
+        if operation.get("deprecated") is True:
+            description = "Deprecated. " + description
+        title = trim(summary_text, MAX_TITLE) if summary_text else humanize(op_id or name)
+        params = tuple(built.params)
+        schema = input_schema(params, [])
+        output = self._output(operation, at)
+        return (
+            CatalogTool(
+                name=name,
+                title=title,
+                category=category,
+                summary=summary,
+                description=description,
+                params=params,
+                input_schema=_freeze(schema),
+                keywords=(),
+                examples=(),
+                cache_ttl_s=0,
+                premium=False,
+                content_hash=content_hash(name, description, schema, output),
+                output_schema=_freeze(output) if output is not None else None,
+                method=method,
+                operation=Operation(method, path, op_id, built.body, built.body_type),
+                annotations=ANNOTATIONS.get(method, ANNOTATIONS["POST"]),
+            ),
+            category,
+        )
+
+    def _params(self, path: str, operation: dict[str, Any], shared: tuple[Any, _At], at: _At) -> _Built:
+        merged: dict[tuple[str, str], tuple[dict[str, Any], _At]] = {}
+        body_param: tuple[dict[str, Any], _At] | None = None
+        form_params: list[tuple[dict[str, Any], _At]] = []
+        sources = [shared, (operation.get("parameters") or [], at.child("parameters"))]
+        for items, base in sources:
+            if not isinstance(items, list):
+                raise _Problem(f"parameters must be a list ({base.where(self.refs.root_uri)})")
+            for i, raw in enumerate(items):
+                param, param_at, _ = self.refs.deref(raw, base.child(i))
+                if not isinstance(param, dict) or not isinstance(param.get("name"), str) or "in" not in param:
+                    raise _Problem(f"a parameter needs `name` and `in` ({param_at.where(self.refs.root_uri)})")
+                where = param["in"]
+                if where == "body":
+                    body_param = (param, param_at)
+                elif where == "formData":
+                    form_params.append((param, param_at))
+                elif where in ("query", "path", "header", "cookie"):
+                    merged[(param["name"], where)] = (param, param_at)
+                else:
+                    raise _Problem(f"parameter {param['name']!r} has an unknown location {where!r}")
+        params: list[Param] = []
+        taken: set[str] = set()
+        for (wire, where), (param, param_at) in merged.items():
+            if self._carries_auth(wire, where, param):
+                continue
+            params.append(self._param(wire, where, param, param_at, taken))
+        placeholders = set(re.findall(r"{([^}]+)}", path))
+        declared = {p.upstream_name for p in params if p.location == "path"}
+        for missing in sorted(placeholders - declared):  # a template variable nobody declared: still an argument
+            params.append(self._param(missing, "path", {"required": True, "schema": {"type": "string"}}, at, taken))
+        built = _Built(params)
+        if self.dialect == "2.0":
+            self._swagger_body(operation, body_param, form_params, built, taken)
+        else:
+            self._request_body(operation, at, built, taken)
+        return built
+
+    def _carries_auth(self, wire: str, where: str, param: dict[str, Any]) -> bool:
+        folded = wire.casefold()
+        if self.auth_param is not None and self.auth_param == (where, folded):
+            return True
+        if where == "header" and folded in IGNORED_HEADERS:
+            return True
+        return self.auth is not None and folded in CREDENTIAL_NAMES
+
+    def _param(self, wire: str, where: str, param: dict[str, Any], at: _At, taken: set[str]) -> Param:
+        if self.dialect == "2.0" or ("schema" not in param and "content" not in param):
+            raw_schema: Any = swagger_schema(param)
+            schema = self.schemas.convert(raw_schema, at, "request", self.budget)
+            style, explode = swagger_style(param)
+        else:
+            raw_schema = param.get("schema")
+            schema_at = at.child("schema")
+            if raw_schema is None and isinstance(param.get("content"), dict) and param["content"]:
+                media = next(iter(param["content"]))
+                raw_schema = (param["content"][media] or {}).get("schema", {})
+                schema_at = at.child("content", media, "schema")
+            schema = self.schemas.convert(
+                raw_schema if raw_schema is not None else {}, schema_at, "request", self.budget
+            )
+            style = _text(param, "style") or None
+            explode = param.get("explode") if isinstance(param.get("explode"), bool) else None
+        example = param.get("example")
+        if example is not None and "examples" not in schema and _is_scalar(example):
+            schema["examples"] = [example]
+        name = argument_name(wire, where, taken)
+        description = _text(param, "description")
+        schema.pop("description", None)
+        return _param_from_schema(
+            name=name,
+            wire=wire,
+            where=where,
+            schema=schema,
+            required=where == "path" or param.get("required") is True,
+            description=trim(description, MAX_INNER_DESCRIPTION) if description else "",
+            deprecated=param.get("deprecated") is True,
+            style=style,
+            explode=explode,
+        )
+
+    def _request_body(self, operation: dict[str, Any], at: _At, built: _Built, taken: set[str]) -> None:
+        raw = operation.get("requestBody")
+        if raw is None:
+            return
+        body, body_at, _ = self.refs.deref(raw, at.child("requestBody"))
+        if not isinstance(body, dict) or not isinstance(body.get("content"), dict):
+            raise _Problem(f"requestBody needs `content` ({body_at.where(self.refs.root_uri)})")
+        content = body["content"]
+        media = next((m for m in content if is_json_media(m)), None)
+        media = media or next((m for m in content if m.startswith("application/x-www-form-urlencoded")), None)
+        if media is None:
+            if body.get("required") is True:
+                kinds = ", ".join(content) or "none"
+                raise _Unsupported(f"its request body is only sent as {kinds} (file uploads are not supported)")
+            return  # an optional body we cannot send: the operation works without it
+        schema_raw = (content[media] or {}).get("schema", {})
+        schema = self.schemas.convert(schema_raw, body_at.child("content", media, "schema"), "request", self.budget)
+        required = body.get("required") is True
+        description = _text(body, "description")
+        form = not is_json_media(media)
+        self._body(schema, required, description, form, built, taken)
+
+    def _swagger_body(
+        self,
+        operation: dict[str, Any],
+        body_param: tuple[dict[str, Any], _At] | None,
+        form_params: list[tuple[dict[str, Any], _At]],
+        built: _Built,
+        taken: set[str],
+    ) -> None:
+        if body_param is not None:
+            param, at = body_param
+            schema = self.schemas.convert(param.get("schema", {}), at.child("schema"), "request", self.budget)
+            description = _text(param, "description")
+            self._body(schema, param.get("required") is True, description, False, built, taken)
+            return
+        if not form_params:
+            return
+        consumes = [str(c) for c in operation.get("consumes") or self.doc.get("consumes") or []]
+        if consumes and not any(c.startswith("application/x-www-form-urlencoded") for c in consumes):
+            raise _Unsupported(f"its form is only sent as {', '.join(consumes)} (file uploads are not supported)")
+        if any(p.get("type") == "file" and p.get("required") is True for p, _ in form_params):
+            raise _Unsupported("it needs a file upload (a multipart form), which is not supported")
+        form_params = [(p, at) for p, at in form_params if p.get("type") != "file"]  # optional files: left out
+        for param, at in form_params:
+            wire = param["name"]
+            if self._carries_auth(wire, "query", param):
+                continue
+            p = self._param(wire, "body", param, at, taken)
+            built.params.append(p)
+        built.body, built.body_type = "members", "application/x-www-form-urlencoded"
+
+    def _body(
+        self, schema: dict[str, Any], required: bool, description: str, form: bool, built: _Built, taken: set[str]
+    ) -> None:
+        """A body as its members (a plain object whose member names are free) or as one `body` argument."""
+        built.body_type = "application/x-www-form-urlencoded" if form else "application/json"
+        members = schema.get("properties")
+        flat = (
+            isinstance(members, dict)
+            and members
+            and schema.get("type") in ("object", None)
+            and not any(k in schema for k in ("allOf", "oneOf", "anyOf", "not", "patternProperties"))
+            and schema.get("additionalProperties") in (None, False)
+            and all(argument_name(m, "body", set()) == m and m not in taken and m != "body" for m in members)
+            and len(members) <= 48
+        )
+        if flat or (form and isinstance(members, dict)):
+            needed = set(schema.get("required") or ()) if required else set()
+            for member, sub in (members or {}).items():
+                sub = dict(sub)
+                text = sub.pop("description", "")
+                built.params.append(
+                    _param_from_schema(
+                        name=argument_name(member, "body", taken),
+                        wire=member,
+                        where="body",
+                        schema=sub,
+                        required=member in needed,
+                        description=text if isinstance(text, str) else "",
+                        deprecated=sub.get("deprecated") is True,
+                    )
+                )
+            built.body = "members"
+            return
+        text = description or schema.get("description") or "The request body."
+        schema = dict(schema)
+        schema.pop("description", None)
+        built.params.append(
+            _param_from_schema(
+                name=argument_name("body", "body", taken),
+                wire="body",
+                where="body",
+                schema=schema,
+                required=required,
+                description=trim(str(text), MAX_INNER_DESCRIPTION),
+            )
+        )
+        built.body = "whole"
+
+    def _output(self, operation: dict[str, Any], at: _At) -> dict[str, Any] | None:
+        responses = operation.get("responses")
+        if not isinstance(responses, dict):
+            return None
+        codes = sorted((str(c) for c in responses if str(c).startswith("2")), key=lambda c: (c != "200", c))
+        for code in codes:
+            response, response_at, _ = self.refs.deref(
+                responses[code] if code in responses else responses[int(code)], at.child("responses", code)
+            )
+            if not isinstance(response, dict):
+                continue
+            if self.dialect == "2.0":
+                if "schema" not in response:
+                    continue
+                schema = self.schemas.convert(response["schema"], response_at.child("schema"), "response")
+                example = (response.get("examples") or {}).get("application/json")
+            else:
+                content = response.get("content")
+                if not isinstance(content, dict):
+                    continue
+                media = next((m for m in content if is_json_media(m)), None)
+                if media is None or not isinstance(content[media], dict) or "schema" not in content[media]:
+                    continue
+                entry = content[media]
+                schema = self.schemas.convert(
+                    entry["schema"], response_at.child("content", media, "schema"), "response"
+                )
+                example = self._example(entry, response_at.child("content", media))
+            if example is not None and len(json.dumps(example, default=str)) <= MAX_EXAMPLE_CHARS:
+                schema["examples"] = [json.loads(json.dumps(example, default=str))]
+            return schema
+        return None
+
+    def _example(self, entry: dict[str, Any], at: _At) -> Any:
+        if "example" in entry:
+            return entry["example"]
+        examples = entry.get("examples")
+        if isinstance(examples, dict) and examples:
+            first_name = next(iter(examples))
+            try:
+                example, _, _ = self.refs.deref(examples[first_name], at.child("examples", first_name))
+            except _Problem:
+                return None
+            if isinstance(example, dict) and "value" in example:
+                return example["value"]
+        return None
+
+
+class _Unsupported(_Problem):
+    """An operation this server cannot call (a file upload), skipped rather than an error."""
+
+
+def _param_from_schema(
+    *,
+    name: str,
+    wire: str,
+    where: str,
+    schema: dict[str, Any],
+    required: bool,
+    description: str,
+    deprecated: bool = False,
+    style: str | None = None,
+    explode: bool | None = None,
+) -> Param:
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    scalar = kind if kind in ("string", "integer", "number", "boolean") else None
+    enum = schema.get("enum")
+    default = schema.get("default")
+    return Param(
+        name=name,
+        type=scalar or (kind if isinstance(kind, str) else "object"),
+        required=required,
+        description=description,
+        enum=tuple(v for v in enum if v is not None) if scalar and isinstance(enum, list) else None,
+        default=default if scalar and _is_scalar(default) else None,
+        format=schema.get("format") if scalar and isinstance(schema.get("format"), str) else None,
+        location=where,  # type: ignore[arg-type]
+        wire_name=wire if wire != name else None,
+        style=style,
+        explode=explode,
+        schema=_freeze(schema),
+        deprecated=deprecated,
+    )
+
+
+def _text(mapping: Mapping[str, Any], key: str) -> str:
+    """A string field of a document object ("" when absent or not a string)."""
+    value = mapping.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool)
+
+
+def swagger_schema(param: dict[str, Any]) -> dict[str, Any]:
+    """A Swagger 2.0 (or schema-less) parameter's own type fields as a schema object."""
+    keys = ("type", "format", "items", "enum", "default", "minimum", "maximum", "exclusiveMinimum",
+            "exclusiveMaximum", "minLength", "maxLength", "pattern", "minItems", "maxItems", "uniqueItems",
+            "multipleOf", "x-nullable")  # fmt: skip
+    schema = {k: param[k] for k in keys if k in param}
+    if isinstance(schema.get("items"), dict):
+        schema["items"] = {k: v for k, v in schema["items"].items() if k != "collectionFormat"}
+    return schema or {"type": "string"}
+
+
+def swagger_style(param: dict[str, Any]) -> tuple[str | None, bool | None]:
+    """Swagger 2.0's collectionFormat as OpenAPI 3's style and explode."""
+    fmt = param.get("collectionFormat")
+    if param.get("type") != "array" or fmt in (None, "csv"):
+        return (
+            ("form", False)
+            if param.get("type") == "array" and param.get("in") in ("query", "formData")
+            else (None, None)
+        )
+    return {
+        "multi": ("form", True),
+        "ssv": ("spaceDelimited", False),
+        "pipes": ("pipeDelimited", False),
+        "tsv": ("form", False),  # no OpenAPI 3 equivalent; sent comma-separated (noted in docs/openapi.md)
+    }.get(str(fmt), (None, None))
+
+
+def is_json_media(media: str) -> bool:
+    base = media.split(";", 1)[0].strip().lower()
+    return base == "application/json" or base.endswith("+json") or base == "*/*"
+
+
+def argument_name(wire: str, where: str, taken: set[str]) -> str:
+    """A tool argument name for a parameter: the upstream name when it is a plain identifier, else made one
+    ("X-Request-Id" → "X_Request_Id", "filter[name]" → "filter_name"); a clash with an earlier argument gets the
+    location ("id" in the body beside a path "id" → "id_body")."""
+    name = _ARG_CHARS.sub("_", wire).strip("_") or "value"
+    if name[0].isdigit():
+        name = "p_" + name
+    name = name[:60]
+    if name in taken:
+        name = f"{name[:54]}_{where}"
+        number = 2
+        while name in taken:
+            name = f"{name[:54]}_{where}{number}"
+            number += 1
+    taken.add(name)
+    return name
+
+
+def tool_name(operation_id: str | None, method: str, path: str) -> str:
+    """A valid MCP tool name for an operation (see the module docs)."""
+    raw = operation_id or f"{method.lower()}_{path}"
+    name = _NAME_CHARS.sub("_", raw).strip("_.-")
+    name = re.sub(r"_{2,}", "_", name) or f"{method.lower()}_root"
+    if not name[0].isalpha():
+        name = "op_" + name
+    if len(name) > MAX_NAME:
+        name = name[: MAX_NAME - 9].rstrip("_.-") + "_" + _digest(raw)
+    return name
+
+
+def path_category(path: str) -> str:
+    for segment in path.strip("/").split("/"):
+        if segment and not segment.startswith("{") and not _VERSION.match(segment):
+            return slug(segment.split(".", 1)[0])
+    return "other"
+
+
+def humanize(name: str) -> str:
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).replace("_", " ").replace("-", " ").replace(".", " ")
+    text = " ".join(words.split())
+    return text[:1].upper() + text[1:]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def validation_findings(path: Path, limit: int = 50) -> list[str]:
+    """What `openapi-spec-validator` finds wrong with a document against the OpenAPI specification (up to
+    `limit`). Real documents often have findings that harm no tool (OpenAI's repeated `required` entries, Slack's
+    3.0-style `nullable` in a 2.0 document), so these are warnings unless `spec check --strict` says otherwise."""
+    from openapi_spec_validator.readers import read_from_filename
+    from openapi_spec_validator.validation import (
+        OpenAPIV2SpecValidator,
+        OpenAPIV30SpecValidator,
+        OpenAPIV31SpecValidator,
+    )
+
+    document, base_uri = read_from_filename(str(path))
+    version = str(document.get("openapi") or document.get("swagger") or "")
+    validator = (
+        OpenAPIV2SpecValidator
+        if version.startswith("2")
+        else OpenAPIV31SpecValidator
+        if version.startswith("3.1")
+        else OpenAPIV30SpecValidator
+    )
+    findings: list[str] = []
+    try:
+        for error in validator(document, base_uri=base_uri).iter_errors():
+            where = "/".join(str(p) for p in error.absolute_path)
+            findings.append((f"#/{where}: " if where else "") + trim(error.message, 300))
+            if len(findings) >= limit:
+                findings.append(f"(stopped after {limit})")
+                break
+    except Exception as exc:  # the validator itself fails on some real documents (DigitalOcean's $ref'd tags)
+        findings.append(f"the validator stopped early ({type(exc).__name__}: {trim(str(exc), 200)})")
+    return findings
+
+
+# --- the whole document ----------------------------------------------------------------------------------------
+
+
+def load_openapi(
+    path: str | Path,
+    *,
+    include: Filter | None = None,
+    exclude: Filter | None = None,
+    base_url: str | None = None,
+) -> tuple[Catalog, OpenApiReport]:
+    """The catalog of an OpenAPI document's operations; raises SpecError when the document cannot be used at
+    all (unreadable, no operations left), naming the problem and where."""
+    file = Path(path).resolve()
+    source = str(path)
+    try:
+        if file.stat().st_size > MAX_FILE_BYTES:
+            raise SpecError(source, [f"the document is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB"])
+        document = parse_text(file.read_text(encoding="utf-8"), file.name)
+    except OSError as exc:
+        raise SpecError(source, [f"cannot read the document: {exc.strerror or exc}"]) from None
+    except _Problem as exc:
+        raise SpecError(source, [str(exc)]) from None
+    return build_openapi_catalog(document, file, include=include, exclude=exclude, base_url=base_url, source=source)
+
+
+def build_openapi_catalog(
+    document: Any,
+    file: Path,
+    *,
+    include: Filter | None = None,
+    exclude: Filter | None = None,
+    base_url: str | None = None,
+    source: str | None = None,
+) -> tuple[Catalog, OpenApiReport]:
+    source = source or str(file)
+    if not is_openapi(document):
+        raise SpecError(source, ["not an OpenAPI document: it has no top-level `openapi` or `swagger` field"])
+    version = str(document.get("openapi") or document.get("swagger"))
+    if not re.match(r"^(2\.0|3\.[01])(\.\d+)?$", version):
+        raise SpecError(source, [f"OpenAPI version {version!r} is not supported (2.0, 3.0.x and 3.1.x are)"])
+    paths = document.get("paths")
+    if not isinstance(paths, dict) or not paths:
+        raise SpecError(source, ["#/paths: the document has no operations (`paths` is missing or empty)"])
+    report = OpenApiReport(source=source, version=version)
+    refs = _Resolver(_Documents(file.parent.resolve()), file.resolve().as_uri(), document)
+    converter = _Converter(document, refs, report)
+    include, exclude = include or Filter(), exclude or Filter()
+    tools: list[CatalogTool] = []
+    used: set[str] = set()
+    categories = converter.categories()
+    for path_key, raw_item in paths.items():
+        at = refs.start.child("paths", path_key)
+        try:
+            item, item_at, _ = refs.deref(raw_item, at)
+        except _Problem as exc:
+            report.skipped.append(Skipped(f"{path_key} (every method)", str(exc)))
+            continue
+        if not isinstance(item, dict):
+            continue
+        for method in METHODS:
+            if method not in item:
+                continue
+            report.operations += 1
+            label = f"{method.upper()} {path_key}"
+            try:
+                operation, op_at, _ = refs.deref(item[method], item_at.child(method))
+                if not isinstance(operation, dict):
+                    raise _Problem(f"the operation must be an object ({op_at.where(refs.root_uri)})")
+                op_id = _text(operation, "operationId") or None
+                label += f" ({op_id})" if op_id else ""
+                tags = [t for t in operation.get("tags") or [] if isinstance(t, str)]
+                name = tool_name(op_id, method.upper(), str(path_key))
+                facts = {"name": name, "operation_id": op_id, "method": method.upper(), "path": str(path_key)}
+                if not keep(include, exclude, **facts, tags=tags or [path_category(str(path_key))]):
+                    report.filtered += 1
+                    continue
+                if name.casefold() in used:
+                    name = f"{name[: MAX_NAME - 9]}_{_digest(method.upper() + ' ' + str(path_key))}"
+                shared = (item.get("parameters") or [], item_at.child("parameters"))
+                tool, category = converter.tool(name, method.upper(), str(path_key), operation, shared, op_at)
+            except _Unsupported as exc:
+                report.skipped.append(Skipped(label, str(exc)))
+                continue
+            except _Problem as exc:
+                report.skipped.append(Skipped(label, str(exc)))
+                continue
+            used.add(tool.name.casefold())
+            tools.append(tool)
+            if category not in categories:
+                tag_text = tags[0] if tags else category
+                categories[category] = tag_text
+    if converter.schemas.cut:
+        report.notes.append(f"{converter.schemas.cut} schema parts cut (recursive, deeper than {MAX_DEPTH} or over "
+                            f"{MAX_SCHEMA_NODES} nodes)")  # fmt: skip
+    if not tools:
+        reasons = [f"{s.operation}: {s.reason}" for s in report.skipped[:20]]
+        if report.filtered:
+            left_out = f"{report.filtered} operations filtered out"
+            reasons.insert(0, f"the --include/--exclude filters leave no tool ({left_out})")
+        raise SpecError(source, ["no operation could become a tool", *reasons])
+    api = converter.api(base_url)
+    used_categories = {t.category for t in tools}
+    return Catalog.build(api, {k: v for k, v in categories.items() if k in used_categories}, tuple(tools)), report
