@@ -9,6 +9,7 @@ Run with: .venv/bin/python -m pytest tests/test_spec_extensions.py -q
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import jsonschema_rs
 import pytest
@@ -22,6 +23,7 @@ from progressive_mcp.sources import default_spec_path, load_catalog
 from progressive_mcp.sources.spec import build_catalog, parse_spec, spec_json_schema
 from progressive_mcp.surfaces.surface import Surface
 
+LASTFM = Path(__file__).resolve().parent / "fixtures" / "lastfm" / "lastfm.yaml"
 AUTH_LINE = "  auth: {in: query, name: apikey, env: DEMO_API_KEY}\n"
 MY_TOOL_CATEGORY = "    category: stocks\n    summary: Latest"  # a place to add fields to MY_TOOL
 OTHER_TOOL_CATEGORY = "    category: stocks\n    summary: Something else."
@@ -420,3 +422,44 @@ def test_the_new_fields_do_not_move_a_catalog_that_does_not_use_them() -> None:
     plain, explicit = catalog_of(TEMPLATE), catalog_of(said)
     assert explicit.version == plain.version
     assert explicit.tools == plain.tools and explicit.api == plain.api
+
+
+# --- the Last.fm fixture says what the real API needs -------------------------------------------------------------
+
+LASTFM_WRITES = {
+    "album.addTags",
+    "album.removeTag",
+    "artist.addTags",
+    "artist.removeTag",
+    "track.addTags",
+    "track.removeTag",
+    "track.love",
+    "track.unlove",
+    "track.scrobble",
+    "track.updateNowPlaying",
+}
+LASTFM_REMOVALS = {"album.removeTag", "artist.removeTag", "track.removeTag", "track.unlove"}
+
+
+@pytest.fixture(scope="module")
+def lastfm() -> Catalog:
+    return load_catalog(LASTFM)
+
+
+def test_lastfm_asks_for_json_on_every_call_without_a_format_argument(lastfm: Catalog) -> None:
+    for tool in lastfm.tools:
+        assert dict(tool.fixed) == {"format": "json"}, tool.name
+        assert "format" not in tool.input_schema["properties"], tool.name
+
+
+def test_lastfm_writes_are_posted_and_not_read_only(lastfm: Catalog) -> None:
+    posted = {tool.name for tool in lastfm.tools if tool.method == "POST"}
+    assert posted == LASTFM_WRITES | {"auth.getMobileSession"}
+    for tool in lastfm.tools:
+        hints: dict[str, Any] = dict(tool.annotations)
+        if tool.name in LASTFM_WRITES:
+            assert hints["readOnlyHint"] is False and hints["openWorldHint"] is True, tool.name
+            assert hints["destructiveHint"] is (tool.name in LASTFM_REMOVALS), tool.name
+            assert hints["idempotentHint"] is (tool.name not in {"track.scrobble"}), tool.name
+        elif tool.method == "GET":
+            assert tool.annotations is TOOL_ANNOTATIONS, tool.name
