@@ -25,6 +25,45 @@ from progressive_mcp.errors import UnknownTool
 TOOL_ANNOTATIONS: Mapping[str, bool] = MappingProxyType(
     {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": True}
 )
+ANNOTATION_NAMES = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")  # MCP's order
+
+
+def _write_hints(*, destructive: bool, idempotent: bool) -> Mapping[str, bool]:
+    # Both hints said outright: MCP reads a missing destructiveHint as true, which would make every POST look
+    # like a delete to a client that asks before destructive calls.
+    return MappingProxyType(
+        {"readOnlyHint": False, "destructiveHint": destructive, "idempotentHint": idempotent, "openWorldHint": True}
+    )
+
+
+# What an upstream call's HTTP method says about it. MCP reads destructiveHint and idempotentHint only when
+# readOnlyHint is false, so the safe methods keep TOOL_ANNOTATIONS as they are (no idempotentHint): the
+# definitions, and so the token figures, of a GET-only catalog do not change. POST is taken to add (a new
+# scrobble, a new tag), PUT and DELETE to replace or remove what is there, which repeating does not change.
+METHOD_ANNOTATIONS: Mapping[str, Mapping[str, bool]] = MappingProxyType(
+    {
+        "GET": TOOL_ANNOTATIONS,
+        "HEAD": TOOL_ANNOTATIONS,
+        "POST": _write_hints(destructive=False, idempotent=False),
+        "PUT": _write_hints(destructive=True, idempotent=True),
+        "PATCH": _write_hints(destructive=True, idempotent=False),
+        "DELETE": _write_hints(destructive=True, idempotent=True),
+    }
+)
+
+
+def method_annotations(method: str, given: Mapping[str, bool] | None = None) -> Mapping[str, bool]:
+    """A tool's MCP annotations: those its HTTP method implies (METHOD_ANNOTATIONS; an unknown method counts as
+    POST), each replaced by a value the source `given` explicitly. In MCP's order."""
+    implied = METHOD_ANNOTATIONS.get(method.upper(), METHOD_ANNOTATIONS["POST"])
+    if not given:
+        return implied
+    merged = {**implied, **given}
+    if merged == dict(TOOL_ANNOTATIONS):
+        return TOOL_ANNOTATIONS
+    return MappingProxyType({name: merged[name] for name in ANNOTATION_NAMES if name in merged})
+
+
 PREMIUM_NOTE = " Premium: needs a paid upstream plan."
 
 

@@ -33,10 +33,12 @@ from progressive_mcp.catalog import (
     _thaw,
     content_hash,
     input_schema,
+    method_annotations,
 )
 from progressive_mcp.errors import SpecError
 
 ParamType = Literal["string", "integer", "number", "boolean"]
+HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 Scalar = str | int | float | bool
 TOOL_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$"
 # Sizes no real spec comes near (the bundled one's largest: a 345-character description, 12 parameters, 33
@@ -57,6 +59,10 @@ OUTPUT_KEYWORDS = frozenset(
 )
 OUTPUT_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 PARAM_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+# A fixed query parameter is never an argument, so its name may be any plain query name (`v`, `api-version`, `x.y`).
+FIXED_NAME_PATTERN = r"^[A-Za-z0-9_.\[\]-]{1,64}$"
+FixedParams = dict[Annotated[str, Field(pattern=FIXED_NAME_PATTERN)], Annotated[str, Field(max_length=MAX_SHORT_TEXT)]]
+AUTHORIZATION = "Authorization"
 
 
 class _Model(BaseModel):
@@ -98,10 +104,33 @@ class DispatchSpec(_Model):
 class AuthSpec(_Model):
     """How the upstream key is passed, and which environment variable holds it."""
 
-    in_: Literal["query", "header"] = Field("query", alias="in")
-    name: str = Field(description="Query parameter or header name carrying the key.")
+    # What _auth_problems checks, for editors too: an api_key names where it goes; bearer and basic use a header.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"scheme": {"const": "api_key"}}},
+            "then": {"required": ["name"]},
+            "else": {"properties": {"in": {"const": "header"}, "prefix": {"const": ""}}},
+        }
+    )
+
+    scheme: Literal["api_key", "bearer", "basic"] = Field(
+        "api_key",
+        description="api_key: the key as it is (after `prefix`) in the query parameter, header or cookie `name`; "
+        "bearer: an `Authorization: Bearer <key>` header; basic: the key is `user:password`, sent as an "
+        "`Authorization: Basic` header. bearer and basic need no `in`, `name` or `prefix`.",
+    )
+    in_: Literal["query", "header", "cookie"] | None = Field(
+        None, alias="in", description="Where an api_key goes (default query); bearer and basic use a header."
+    )
+    name: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_SHORT_TEXT,
+        description="Query parameter, header or cookie carrying an api_key (required for it); "
+        "bearer and basic use Authorization.",
+    )
     env: str = Field(description="Environment variable the key is read from.")
-    prefix: str = Field("", description="Text put before the key (e.g. 'Bearer ' for a header).")
+    prefix: str = Field("", description="Text put before an api_key (e.g. 'Token ' in a header).")
 
 
 class HintsSpec(_Model):
@@ -141,6 +170,36 @@ class ApiSpec(_Model):
         '{"error": 6, "message": "The artist you supplied could not be found"} (default: the error field\'s value).',
     )
     hints: HintsSpec = Field(default_factory=lambda: HintsSpec.model_validate({}))
+    default_method: HttpMethod = Field("GET", description="The HTTP method of tools that name none.")
+    fixed: FixedParams = Field(
+        default_factory=dict,
+        max_length=MAX_PARAMS,
+        description="Query parameters sent with every call, with constant values that are not arguments "
+        "(e.g. format: json); a tool's `fixed` adds to them or replaces a value.",
+    )
+
+
+class AnnotationsSpec(BaseModel):
+    """MCP tool annotations: hints to clients about what a call does, under MCP's own names. Each one given
+    replaces the value the tool's method implies."""
+
+    # MCP's names only (no snake_case alias): a spec says exactly what a client will read.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    readOnlyHint: bool | None = Field(None, description="The call changes nothing upstream.")
+    destructiveHint: bool | None = Field(
+        None, description="The call may remove or overwrite data, not only add (when not read-only)."
+    )
+    idempotentHint: bool | None = Field(
+        None, description="Repeating the call with the same arguments changes nothing more (when not read-only)."
+    )
+    openWorldHint: bool | None = Field(
+        None, description="The call reaches beyond a closed set of data (an upstream API: true)."
+    )
+
+    def given(self) -> dict[str, bool]:
+        """The hints the spec states, by MCP name."""
+        return self.model_dump(exclude_none=True)
 
 
 class ToolSpec(_Model):
@@ -167,6 +226,20 @@ class ToolSpec(_Model):
     )
     cache_ttl_s: int | None = Field(None, ge=0, description="How long an answer stays fresh, in seconds.")
     premium: bool = Field(False, description="Needs a paid upstream plan.")
+    method: HttpMethod | None = Field(
+        None,
+        description="HTTP method of the upstream call (default: api.default_method, GET). It implies the "
+        "tool's MCP annotations: GET read-only; POST adds; PUT and DELETE replace or remove, idempotently; "
+        "PATCH changes.",
+    )
+    fixed: FixedParams = Field(
+        default_factory=dict,
+        max_length=MAX_PARAMS,
+        description="Constant query parameters of this tool's calls, added to api.fixed (a name in both: this value).",
+    )
+    annotations: AnnotationsSpec | None = Field(
+        None, description="MCP annotations that replace those the method implies, one by one."
+    )
     output: dict[str, Any] | None = Field(
         None,
         description="JSON Schema of the data a call returns (JSON answers), or {use: <a shared_outputs name>}; "
@@ -373,9 +446,18 @@ Path_ = tuple[str | int, ...]
 
 
 def _cross_check(spec: Spec) -> list[tuple[Path_, str]]:
-    """Rules no single field can check: references, duplicates, defaults against their own schema."""
+    """Rules no single field can check: references, duplicates, defaults against their own schema, names the
+    server sets (dispatch, auth, fixed) reused as parameters, auth and annotations that contradict themselves."""
     problems: list[tuple[Path_, str]] = []
-    reserved = {spec.api.dispatch.name} | ({spec.api.auth.name} if spec.api.auth else set())
+    auth_name = _auth_name(spec.api.auth)
+    reserved = {spec.api.dispatch.name} | ({auth_name} if auth_name else set())
+    if spec.api.auth is not None:
+        problems += _auth_problems(spec.api.auth)
+    for fname in spec.api.fixed:
+        if fname in reserved:
+            problems.append(
+                (("api", "fixed", fname), f"{fname!r} is set by the server (dispatch or auth) and cannot be fixed")
+            )
     for name, shared in spec.shared_params.items():
         where: Path_ = ("shared_params", name)
         if shared.use is not None:
@@ -393,11 +475,32 @@ def _cross_check(spec: Spec) -> list[tuple[Path_, str]]:
         if tool.category not in spec.categories:
             known = ", ".join(sorted(spec.categories))
             problems.append(((*where, "category"), f"unknown category {tool.category!r} (defined: {known})"))
+        for fname in tool.fixed:
+            if fname in reserved:
+                problems.append(
+                    ((*where, "fixed", fname), f"{fname!r} is set by the server (dispatch or auth) and cannot be fixed")
+                )
+            elif fname in tool.params:
+                problems.append(
+                    (
+                        (*where, "fixed", fname),
+                        f"{fname!r} is also a parameter of this tool: a fixed value is never an "
+                        "argument, so drop one of the two",
+                    )
+                )
         for pname, param in tool.params.items():
             pwhere = (*where, "params", pname)
             if pname in reserved:
                 problems.append(
                     (pwhere, f"{pname!r} is set by the server (dispatch or auth) and cannot be a parameter")
+                )
+            elif pname in spec.api.fixed and pname not in tool.fixed:
+                problems.append(
+                    (
+                        pwhere,
+                        f"{pname!r} is fixed by api.fixed (always sent as {spec.api.fixed[pname]!r}), so it "
+                        "cannot be a parameter: drop it here or there",
+                    )
                 )
             merged: dict[str, Any] = {}
             if param.use is not None:
@@ -416,7 +519,81 @@ def _cross_check(spec: Spec) -> list[tuple[Path_, str]]:
             for member in group:
                 if member not in tool.params:
                     problems.append(((*where, "require_any", gindex), f"{member!r} is not a parameter of this tool"))
+        problems += _annotation_problems(where, tool, spec.api.default_method)
     return problems
+
+
+def _auth_name(auth: AuthSpec | None) -> str | None:
+    """The query parameter, header or cookie the key travels in (bearer and basic: the Authorization header)."""
+    if auth is None:
+        return None
+    return auth.name if auth.scheme == "api_key" else AUTHORIZATION
+
+
+def _auth_problems(auth: AuthSpec) -> list[tuple[Path_, str]]:
+    """An api_key needs to know where it goes; bearer and basic always go in the Authorization header, so any
+    other place, or a prefix of its own, contradicts the scheme."""
+    where: Path_ = ("api", "auth")
+    if auth.scheme == "api_key":
+        if auth.name is None:
+            return [
+                ((*where, "name"), "missing required field: the query parameter, header or cookie that carries the key")
+            ]
+        return []
+    problems: list[tuple[Path_, str]] = []
+    instead = "(scheme: api_key sends the key as it is, wherever `in` and `name` say)"
+    if auth.in_ not in (None, "header"):
+        problems.append(
+            (
+                (*where, "in"),
+                f"a {auth.scheme} key is sent in the Authorization header, not {auth.in_!r}: drop `in` " + instead,
+            )
+        )
+    if auth.name is not None and auth.name.casefold() != AUTHORIZATION.casefold():
+        problems.append(
+            (
+                (*where, "name"),
+                f"a {auth.scheme} key is sent in the Authorization header, not {auth.name!r}: drop `name` {instead}",
+            )
+        )
+    if auth.prefix:
+        scheme_word = "Bearer" if auth.scheme == "bearer" else "Basic"
+        problems.append(
+            (
+                (*where, "prefix"),
+                f"the {auth.scheme} scheme writes {scheme_word!r} before the key itself: drop `prefix`",
+            )
+        )
+    return problems
+
+
+def _annotation_problems(where: Path_, tool: ToolSpec, default_method: str) -> list[tuple[Path_, str]]:
+    """A read-only tool cannot also be destructive, whether each hint is stated or implied by the method."""
+    if tool.annotations is None:
+        return []
+    given = tool.annotations.given()
+    method = tool.method or default_method
+    hints = method_annotations(method, given)
+    if not (hints.get("readOnlyHint") and hints.get("destructiveHint")):
+        return []
+    at: Path_ = (*where, "annotations")
+    if "readOnlyHint" in given and "destructiveHint" in given:
+        return [((*at, "destructiveHint"), "a read-only tool cannot be destructive: readOnlyHint is true too")]
+    if "readOnlyHint" in given:
+        return [
+            (
+                (*at, "readOnlyHint"),
+                f"a read-only tool cannot be destructive, and method {method} implies destructiveHint: true: "
+                "set destructiveHint: false too, or drop readOnlyHint",
+            )
+        ]
+    return [
+        (
+            (*at, "destructiveHint"),
+            f"method {method} implies readOnlyHint: true, and a read-only tool cannot be destructive: "
+            "set readOnlyHint: false too, or give the tool its real method",
+        )
+    ]
 
 
 def output_schema_problems(where: Path_, schema: Any, shared: dict[str, dict[str, Any]]) -> list[tuple[Path_, str]]:
@@ -583,6 +760,9 @@ def _pydantic_problems(exc: ValidationError) -> list[tuple[Path_, str]]:
     unions: dict[Path_, tuple[Any, list[str]]] = {}
     for err in exc.errors():
         loc: Path_ = tuple(err["loc"])
+        if len(loc) >= 2 and loc[-2] == "fixed" and err["type"] == "string_type":
+            problems.append((loc, _fixed_value_message(err["input"])))
+            continue
         if not _is_scalar_union_member(loc):
             problems.append((loc, _pydantic_message(err)))
             continue
@@ -607,6 +787,20 @@ def _union_message(value: Any, kinds: list[str]) -> str:
     if isinstance(value, date):
         return f"{value.isoformat()} is not a valid {allowed}: YAML reads it as a date, so quote it"
     return f"{value!r} is not a valid {allowed}"
+
+
+def _fixed_value_message(value: Any) -> str:
+    """YAML reads `v: 2` or `raw: true` as a number or a boolean; a fixed value is sent as text, so say how to
+    write the text that was meant."""
+    if isinstance(value, bool):
+        kind, text = "a boolean", "true" if value else "false"
+    elif isinstance(value, date):
+        kind, text = "a date", value.isoformat()
+    elif isinstance(value, int | float):
+        kind, text = "a number", str(value)
+    else:
+        return f"{value!r} is not text: a fixed value is one string, sent as it is written"
+    return f"{text} is {kind}, but a fixed value is sent as text: quote it ('{text}')"
 
 
 def _pydantic_message(err: Any) -> str:
@@ -714,12 +908,20 @@ def _api(api: ApiSpec) -> Api:
         description=api.description,
         docs_url=api.docs_url,
         dispatch=Dispatch(api.dispatch.name),
-        auth=Auth(api.auth.in_, api.auth.name, api.auth.env, api.auth.prefix) if api.auth else None,
+        auth=_auth(api.auth),
         default_cache_ttl_s=api.default_cache_ttl_s,
         error_fields=MappingProxyType(dict(api.error_fields)),
         error_message_field=api.error_message_field,
         hints=Hints(api.hints.no_data, api.hints.invalid_request),
     )
+
+
+def _auth(auth: AuthSpec | None) -> Auth | None:
+    if auth is None:
+        return None
+    if auth.scheme == "api_key":
+        return Auth(auth.in_ or "query", auth.name or "", auth.env, auth.prefix)  # a name: _cross_check saw to it
+    return Auth("header", AUTHORIZATION, auth.env, scheme=auth.scheme)
 
 
 def _build_tool(spec: Spec, tool: ToolSpec, outputs: _Outputs) -> CatalogTool:
@@ -729,6 +931,7 @@ def _build_tool(spec: Spec, tool: ToolSpec, outputs: _Outputs) -> CatalogTool:
         description += PREMIUM_NOTE
     schema = input_schema(params, tool.require_any)
     output = outputs.resolve(tool.output) if tool.output is not None else None
+    method = tool.method or spec.api.default_method
     return CatalogTool(
         name=tool.name,
         title=tool.title or tool.name,
@@ -744,6 +947,9 @@ def _build_tool(spec: Spec, tool: ToolSpec, outputs: _Outputs) -> CatalogTool:
         content_hash=content_hash(tool.name, description, schema, output),
         require_any=tuple(tuple(group) for group in tool.require_any),
         output_schema=output,
+        method=method,
+        fixed=MappingProxyType({**spec.api.fixed, **tool.fixed}),
+        annotations=method_annotations(method, tool.annotations.given() if tool.annotations else None),
     )
 
 
