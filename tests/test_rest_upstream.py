@@ -606,6 +606,44 @@ def test_the_sample_upstreams_fault_flags_map_onto_rest_faults() -> None:
             upstream_from_args(PETS, args, parser)
 
 
+def test_run_serves_a_catalog_and_prints_the_url_for_upstream() -> None:
+    # load_catalog reads only the spec format today, whose tools have no operations: the catalog is built here,
+    # and run() is what `sample-upstream --spec` calls once a catalog has them.
+    script = (
+        "import sys; sys.path.insert(0, 'tests'); from test_rest_upstream import PETS; "
+        "from progressive_mcp.cli import build_parser; from progressive_mcp.offline import rest_upstream; "
+        "args = build_parser().parse_args(['sample-upstream', '--port', '0', '--spec', 'unused']); "
+        "sys.exit(rest_upstream.run(PETS, args, args.parser))"
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        banner = process.stderr.readline()
+        assert "REST sample upstream for Pet Store (10 operations" in banner, banner
+        hint = process.stderr.readline()
+        url = hint.rsplit(" ", 1)[-1].strip()
+        assert hint.startswith("use it with: --upstream http://127.0.0.1:") and url.endswith("/v1")
+        assert httpx.get(url + "/pets/mine", headers=BEARER, timeout=10).status_code == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_sample_upstream_spec_without_operations_serves_alpha_vantage_and_a_bad_file_fails(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "progressive_mcp", "sample-upstream", "--port", "0"]
+    missing = subprocess.run([*command, "--spec", str(tmp_path / "none.yaml")], capture_output=True, text=True)
+    assert missing.returncode == 1 and "cannot read the file" in missing.stderr
+    spec = ROOT / "tests" / "fixtures" / "lastfm" / "lastfm.yaml"
+    process = subprocess.Popen([*command, "--spec", str(spec)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        assert "has no REST operations; serving the Alpha Vantage sample" in process.stderr.readline()
+        assert "listening on http://127.0.0.1:" in process.stderr.readline()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
 # --- the Lambda asset -------------------------------------------------------------------------------
 
 
