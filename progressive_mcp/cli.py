@@ -145,8 +145,20 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _sample_upstream(args: argparse.Namespace) -> int:
-    from progressive_mcp.offline import sample_upstream
+    from progressive_mcp.offline import rest_upstream, sample_upstream
 
+    if args.spec is not None:
+        try:
+            catalog = load_catalog(Path(args.spec))
+        except ProgressiveMCPError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        if rest_upstream.has_operations(catalog):
+            return rest_upstream.run(catalog, args, args.parser)
+        print(
+            f"sample upstream: {args.spec} has no REST operations; serving the Alpha Vantage sample",
+            file=sys.stderr,
+        )
     return sample_upstream.run(args, args.parser)
 
 
@@ -269,6 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
         description=sample_upstream.DESCRIPTION,
     )
     sample_upstream.add_arguments(sample)
+    sample.add_argument(
+        "--spec",
+        metavar="FILE",
+        help="serve the REST operations this file describes (synthetic answers from their output schemas) instead "
+        "of the Alpha Vantage sample",
+    )
     sample.set_defaults(func=_sample_upstream, parser=sample)
     return parser
 
