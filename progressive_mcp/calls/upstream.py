@@ -1,9 +1,12 @@
-"""Calls to the upstream HTTP API, built from the spec, with retries and error normalisation.
+"""Calls to the upstream HTTP API, built from the catalog, with retries and error normalisation.
 
-The request is made from the spec alone: the dispatch parameter carries the tool name, the key
-parameter carries the key from configuration, and arguments can change neither (nor the base
-URL). I/O goes through an `UpstreamTransport`, so tests pass a fake or point at the offline
-sample upstream. The key never appears in a message, an exception or a log line.
+The request is made from the catalog alone: for a query-dispatched API (Alpha Vantage) the dispatch
+parameter carries the tool name; for a REST API the operation's method and path template route it
+(`progressive_mcp.calls.rest` encodes the arguments). The key goes where the API's auth says (a query
+parameter, a header, a cookie, a bearer token or basic credentials), and arguments can change neither
+the routing nor the key (nor the base URL). I/O goes through an `UpstreamTransport`, so tests pass a
+fake or point at the offline sample upstream. The key never appears in a message, an exception or a
+log line.
 
 One call's whole upstream work (every attempt, the waits between them, and reading a body that
 trickles in) fits in a deadline: `deadline_s` from the call's start, or earlier when the caller
@@ -21,6 +24,7 @@ Example::
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import math
@@ -29,7 +33,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
+from urllib.parse import quote, urlencode
 
+from progressive_mcp.calls.rest import COOKIE_SAFE, FORM, bad_header_text, rest_parts
 from progressive_mcp.catalog import CatalogTool, less_data_options
 from progressive_mcp.errors import (
     MissingApiKey,
@@ -59,12 +65,19 @@ _BROKEN = object()
 
 @dataclass(frozen=True, slots=True)
 class UpstreamRequest:
-    """What goes upstream. params and headers may carry the key, so repr() leaves them out."""
+    """What goes upstream. params, headers, query and body may carry the key, so repr() leaves them out.
+
+    `params` are (name, value) pairs the transport encodes (a query-dispatched API's); `query` is a query string
+    already encoded (a REST call's: its styles' delimiters must stay as they are), sent as it is.
+    """
 
     url: str
     params: tuple[tuple[str, str], ...] = field(repr=False)
     headers: tuple[tuple[str, str], ...] = field(repr=False)
     timeout_s: float = DEFAULT_TIMEOUT_S  # the whole attempt: connecting, waiting and reading the entire body
+    method: str = "GET"
+    body: bytes | None = field(default=None, repr=False)  # its content type is in `headers`
+    query: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,9 +160,19 @@ class HttpxTransport:
 
         client = self._http()
         failure: TransportError | None = None
+        url, params = request.url, request.params
+        if request.query:  # already encoded: given to httpx inside the URL, which it keeps as it is
+            url = f"{url}{'&' if '?' in url else '?'}{request.query}"
+            if params:
+                url, params = f"{url}&{urlencode(params)}", ()
         try:
             with client.stream(
-                "GET", request.url, params=request.params, headers=request.headers, timeout=request.timeout_s
+                request.method,
+                url,
+                params=params or None,  # None, not (): an empty merge would re-encode the query in the URL
+                headers=request.headers,
+                content=request.body,
+                timeout=request.timeout_s,
             ) as response:
                 declared = response.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > self.max_body_bytes:
@@ -230,26 +253,96 @@ class UpstreamClient:
         return ends_at if cap is None else min(ends_at, cap)
 
     def build_request(self, tool: CatalogTool, arguments: Mapping[str, Any], api_key: str | None) -> UpstreamRequest:
+        """The request one call makes: a REST operation's (method, path, encoded query, headers, body), or a
+        query-dispatched API's (the tool's name and the arguments as query parameters, or as a form body when
+        the tool is not a GET). Raises MissingApiKey without a usable key, InvalidArguments for a value that
+        cannot be sent."""
+        if tool.operation is not None:
+            return self._rest_request(tool, arguments, api_key)
+        return self._dispatch_request(tool, arguments, api_key)
+
+    def _dispatch_request(
+        self, tool: CatalogTool, arguments: Mapping[str, Any], api_key: str | None
+    ) -> UpstreamRequest:
         dispatch = self.api.dispatch
         params: list[tuple[str, str]] = [(dispatch.name, tool.name)] if dispatch is not None else []
         reserved = ({dispatch.name} if dispatch else set()) | ({self.api.auth.name} if self.api.auth else set())
+        taken = reserved | set(tool.fixed)  # a constant parameter is the tool's, not the caller's
         for name, value in arguments.items():
-            if name in reserved:  # the catalog never allows these; a second guard costs nothing
+            param = tool.param(name)
+            wire_name = param.upstream_name if param is not None else name
+            if name in taken or wire_name in taken:  # the catalog never allows these; a second guard costs nothing
                 continue
-            params.append((name, _wire_value(value)))
-        headers: list[tuple[str, str]] = []
+            params.append((wire_name, _wire_value(value)))
+        params += [(name, value) for name, value in tool.fixed.items() if name not in reserved]
+        key_params, headers, cookies = self._credentials(api_key)
+        params += key_params
+        if cookies:
+            headers.append(("Cookie", "; ".join(cookies)))
+        method = http_method(tool)
+        if method == "GET":
+            return UpstreamRequest(self.base_url, tuple(params), tuple(headers), self.timeout_s)
+        # A write (Last.fm's track.love): the same parameters, key included, go in a form body instead.
+        headers.append(("Content-Type", FORM))
+        body = urlencode(params).encode("ascii")
+        return UpstreamRequest(self.base_url, (), tuple(headers), self.timeout_s, method=method, body=body)
+
+    def _rest_request(self, tool: CatalogTool, arguments: Mapping[str, Any], api_key: str | None) -> UpstreamRequest:
+        parts = rest_parts(tool, arguments, self.api.auth)
+        key_params, headers, key_cookies = self._credentials(api_key)
+        query = [*parts.query, *(f"{quote(name, safe='')}={quote(value, safe='')}" for name, value in key_params)]
+        headers = [*parts.headers, *headers]
+        cookies = [*parts.cookies, *key_cookies]
+        if cookies:
+            headers.append(("Cookie", "; ".join(cookies)))
+        if parts.content_type is not None:
+            headers.append(("Content-Type", parts.content_type))
+        return UpstreamRequest(
+            self.base_url.rstrip("/") + parts.path,
+            (),
+            tuple(headers),
+            self.timeout_s,
+            method=http_method(tool),
+            body=parts.body,
+            query="&".join(query),
+        )
+
+    def _credentials(self, api_key: str | None) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[str]]:
+        """Where the key goes, as the API's auth says: (query parameters, headers, cookies as `name=value`).
+        Raises MissingApiKey, never quoting the key, when there is none or it cannot be sent that way."""
         auth = self.api.auth
-        if auth is not None:
-            if not api_key:
+        if auth is None:
+            return [], [], []
+        if not api_key:
+            raise MissingApiKey(
+                f"No {self.api.title} API key is configured. Set the {auth.env} environment variable "
+                "(or pass the key the way your server's auth mode expects) and call again."
+            )
+        if auth.scheme == "basic":
+            if ":" not in api_key:
                 raise MissingApiKey(
-                    f"No {self.api.title} API key is configured. Set the {auth.env} environment variable "
-                    "(or pass the key the way your server's auth mode expects) and call again."
+                    f"{self.api.title} uses HTTP Basic auth, so its key must be given as user:password (a colon "
+                    f"between them); the key configured (or passed) has no colon. Set {auth.env} to user:password."
                 )
-            if auth.in_ == "query":
-                params.append((auth.name, auth.prefix + api_key))
-            else:
-                headers.append((auth.name, auth.prefix + api_key))
-        return UpstreamRequest(self.base_url, tuple(params), tuple(headers), self.timeout_s)
+            credentials = base64.b64encode(api_key.encode("utf-8")).decode("ascii")
+            return [], [("Authorization", f"Basic {credentials}")], []
+        if auth.scheme == "bearer":
+            return [], [("Authorization", f"Bearer {self._header_safe(api_key)}")], []
+        value = auth.prefix + api_key
+        if auth.in_ == "query":
+            return [(auth.name, value)], [], []
+        if auth.in_ == "cookie":
+            return [], [], [f"{auth.name}={quote(value, safe=COOKIE_SAFE)}"]
+        return [], [(auth.name, self._header_safe(value))], []
+
+    def _header_safe(self, value: str) -> str:
+        """The key as a header value; a key with a line break or a control character is refused, unquoted."""
+        if bad_header_text(value):
+            raise MissingApiKey(
+                f"The {self.api.title} API key holds characters an HTTP header cannot carry (a line break, a control "
+                "or a non-ASCII character). Check that the key is the one the provider issued."
+            )
+        return value
 
     def call(
         self, tool: CatalogTool, arguments: Mapping[str, Any], api_key: str | None, *, deadline: float | None = None
@@ -306,6 +399,7 @@ class UpstreamClient:
             "upstream call",
             extra={
                 "tool": tool.name,
+                "method": request.method,
                 "status": response.status,
                 "attempts": attempt,
                 "elapsed_ms": round(elapsed_ms, 1),
@@ -569,6 +663,12 @@ def _retry_after(response: UpstreamResponse) -> float | None:
         if math.isfinite(seconds):  # "nan" would break sleep(); "inf" is no JSON number
             return max(seconds, 0.0)
     return None
+
+
+def http_method(tool: CatalogTool) -> str:
+    """The method a tool's calls are sent with: its REST operation's, else the tool's own (GET, or POST for a
+    query-dispatched API's writes)."""
+    return (tool.operation.method if tool.operation is not None else tool.method).upper()
 
 
 def _attempts(count: int) -> str:
