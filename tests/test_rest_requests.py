@@ -1,6 +1,6 @@
 """Calling REST operations: how each argument goes on the wire (path, query, header, cookie, body, per OpenAPI 3
 style and explode), where the key goes (query, header, cookie, bearer, basic; the server's key or the caller's),
-and path values that try to escape their segment.
+path values that try to escape their segment, and what an answer means (404, 204, text, an empty list).
 
 Most tests record the `UpstreamRequest`s a fake transport is given; the last ones send real HTTP with
 `HttpxTransport` to a small stdlib server on 127.0.0.1 that keeps the raw request line, headers and body, to
@@ -39,7 +39,16 @@ from progressive_mcp.catalog import (
     content_hash,
     input_schema,
 )
-from progressive_mcp.errors import InvalidArguments, MissingApiKey, ToolError
+from progressive_mcp.errors import (
+    InvalidArguments,
+    MissingApiKey,
+    RateLimited,
+    ToolError,
+    UpstreamBadResponse,
+    UpstreamError,
+    UpstreamRejected,
+    UpstreamUnavailable,
+)
 from progressive_mcp.surfaces.surface import CallContext, Surface
 
 KEY = "ReSt-SeRvEr-KEY-7731"
@@ -634,6 +643,106 @@ def test_a_dispatch_apis_get_gets_its_fixed_parameters_before_the_key() -> None:
     assert request.params == (("method", "artist.getInfo"), ("artist", "Cher"), ("format", "json"), ("api_key", KEY))
 
 
+# --- what an answer means ---------------------------------------------------------------------------------------
+
+REPO = rest_tool(
+    "getRepo",
+    "GET",
+    "/repos/{owner}/{repo}",
+    [param("owner", "path", required=True), param("repo", "path", required=True)],
+)
+
+
+def call_with(tool: CatalogTool, response: UpstreamResponse, arguments: dict[str, Any] | None = None) -> Any:
+    client = client_for(rest_api(QUERY_AUTH), RecordingTransport(response), retries=0)
+    return client.call(tool, arguments or {"owner": "octocat", "repo": "x" * 100}, KEY)
+
+
+def test_a_404_is_the_callers_identifier_not_the_servers_address() -> None:
+    body = json.dumps({"message": f"Not Found (key {KEY})"}).encode()
+    with pytest.raises(UpstreamRejected) as raised:
+        call_with(REPO, UpstreamResponse(404, {"content-type": "application/json"}, body))
+    message = str(raised.value)
+    assert raised.value.kind == "invalid_request" and raised.value.status == 404
+    assert "no such resource (HTTP 404 Not Found): Not Found (key ***)" in message
+    assert f"(owner=octocat, repo={'x' * 39}…)" in message
+    assert "misconfigured" not in message and KEY not in message
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "words"),
+    [
+        (410, UpstreamRejected, "410 Gone"),
+        (409, UpstreamRejected, "conflicts with the resource's current state"),
+        (405, UpstreamError, "does not accept GET at this address"),
+        (422, UpstreamRejected, "refused the request (HTTP 422): name is too long"),
+        (400, UpstreamRejected, "refused the request (HTTP 400): name is too long"),
+        (401, MissingApiKey, "refused the API key (HTTP 401)"),
+        (403, MissingApiKey, "refused the API key (HTTP 403)"),
+        (429, RateLimited, "rate limiting"),
+        (500, UpstreamUnavailable, "having trouble (HTTP 500"),
+    ],
+)
+def test_error_statuses_keep_their_kinds(status: int, kind: type[UpstreamError], words: str) -> None:
+    body = json.dumps({"error": {"message": "name is too long"}, "message": "name is too long"}).encode()
+    with pytest.raises(kind, match=words.replace("(", r"\(").replace(")", r"\)")) as raised:
+        call_with(REPO, UpstreamResponse(status, {"content-type": "application/json"}, body))
+    assert type(raised.value) is kind
+
+
+@pytest.mark.parametrize("status", [200, 201, 202, 204])
+def test_success_without_a_body_is_done(status: int) -> None:
+    result = call_with(REPO, UpstreamResponse(status, {}, b""))
+    assert (result.payload, result.format, result.status) == ({"status": status}, "json", status)
+
+
+@pytest.mark.parametrize("payload", [[], {}, {"items": []}, "ok", 0, None])
+def test_empty_json_is_data_for_a_rest_api(payload: Any) -> None:
+    result = call_with(REPO, UpstreamResponse(200, {"content-type": "application/json"}, json.dumps(payload).encode()))
+    assert (result.payload, result.format) == (payload, "json")
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "fmt"),
+    [
+        ("text/plain; charset=utf-8", "pong", "text"),
+        ("text/csv", "a,b\n", "csv"),
+        ("application/xml", "<thing id='1'/>", "text"),
+        ("text/plain", "{not json, only text", "text"),
+        ("", "hello", "text"),
+        ("application/yaml", "a: 1\n", "text"),
+    ],
+)
+def test_text_answers_come_back_as_text(content_type: str, body: str, fmt: str) -> None:
+    result = call_with(REPO, answer(body.encode(), content_type=content_type))
+    assert (result.payload, result.format) == (body, fmt)
+
+
+def test_json_sent_as_text_plain_is_still_json() -> None:
+    result = call_with(REPO, answer(b'{"a": 1}', content_type="text/plain"))
+    assert (result.payload, result.format) == ({"a": 1}, "json")
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "words"),
+    [
+        ("text/html", b"<p>maintenance</p>", "HTML page"),
+        ("", b"<!DOCTYPE html><html></html>", "HTML page"),
+        ("image/png", b"\x89PNG\r\n\x1a\n\x00", "image/png content"),
+        ("", b"\xff\xfe\x00\x01", "binary content"),
+        ("application/json", b'{"broken": ', "broken JSON"),
+    ],
+)
+def test_html_binary_and_broken_json_are_errors(content_type: str, body: bytes, words: str) -> None:
+    with pytest.raises(UpstreamBadResponse, match=words):
+        call_with(REPO, answer(body, content_type=content_type))
+
+
+def test_a_text_answer_that_echoes_the_key_is_masked_and_not_kept() -> None:
+    result = call_with(REPO, answer(f"your key is {KEY}".encode(), content_type="text/plain"))
+    assert result.payload == "your key is ***" and result.held_key
+
+
 # --- over real HTTP ---------------------------------------------------------------------------------------------
 
 
@@ -784,3 +893,20 @@ def test_over_http_a_dispatch_post_sends_a_form(
     assert request["line"] == "POST /v1/2.0/ HTTP/1.1"
     assert request["body"] == f"method=track.love&artist=Cher&track=Believe&format=json&api_key={KEY}".encode()
     assert request["headers"]["Content-Type"] == "application/x-www-form-urlencoded"
+
+
+def test_over_http_404_204_and_text(server: str, transport: HttpxTransport, seen: list[dict[str, Any]]) -> None:
+    client = http_client(server, transport)
+    routes = {
+        name: rest_tool(
+            name, "GET" if name != "empty" else "DELETE", f"/things/{{id}}/{name}", [param("id", "path", required=True)]
+        )
+        for name in ("missing", "empty", "text")
+    }
+    with pytest.raises(UpstreamRejected, match=r"no such resource \(HTTP 404 Not Found\): Not Found\. .*\(id=42\)"):
+        client.call(routes["missing"], {"id": "42"}, None)
+    done = client.call(routes["empty"], {"id": "42"}, None)
+    assert (done.payload, done.status) == ({"status": 204}, 204)
+    text = client.call(routes["text"], {"id": "42"}, None)
+    assert (text.payload, text.format) == ("plain words", "text")
+    assert [s["line"].split()[0] for s in seen] == ["GET", "DELETE", "GET"]

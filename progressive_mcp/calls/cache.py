@@ -49,8 +49,8 @@ def caller_entitlement(api_key: str) -> str:
 class CachedAnswer:
     """One stored upstream answer. Times are seconds since the epoch."""
 
-    payload: Any  # the parsed JSON value, or CSV text
-    format: str  # "json" or "csv"
+    payload: Any  # the parsed JSON value, or CSV or other text
+    format: str  # "json", "csv" or "text"
     cached_at: float
     expires_at: float
     size: int = 0  # bytes of the upstream body (recorded by the DynamoDB cache)

@@ -62,6 +62,8 @@ DEFAULT_DEADLINE_S = 25.0  # below the stack's 30 s Lambda timeout, with time le
 MIN_ATTEMPT_S = 0.5  # a retry is only worth sending with at least this much time left after its wait
 _BROKEN = object()
 
+AnswerFormat = Literal["json", "csv", "text"]
+
 
 @dataclass(frozen=True, slots=True)
 class UpstreamRequest:
@@ -206,8 +208,8 @@ class HttpxTransport:
 
 @dataclass(frozen=True, slots=True)
 class UpstreamResult:
-    payload: Any  # parsed JSON, or the CSV text
-    format: Literal["json", "csv"]
+    payload: Any  # parsed JSON, or the CSV or other text (a REST answer in text/plain, XML...)
+    format: AnswerFormat
     status: int
     attempts: int
     elapsed_ms: float
@@ -442,7 +444,21 @@ class UpstreamClient:
         response: UpstreamResponse,
         attempts: int,
         api_key: str | None,
-    ) -> tuple[Any, Literal["json", "csv"]]:
+    ) -> tuple[Any, AnswerFormat]:
+        self._raise_for_status(tool, arguments, response, attempts, api_key)
+        if tool.operation is not None:
+            return self._rest_payload(tool, arguments, response, api_key)
+        return self._dispatch_payload(tool, arguments, response, api_key)
+
+    def _raise_for_status(
+        self,
+        tool: CatalogTool,
+        arguments: Mapping[str, Any],
+        response: UpstreamResponse,
+        attempts: int,
+        api_key: str | None,
+    ) -> None:
+        """Raise the error an HTTP status other than 2xx means, with what the upstream said (key masked)."""
         status = response.status
         retry_after_s = _retry_after(response)
         title = self.api.title
@@ -467,6 +483,8 @@ class UpstreamClient:
                 "use this operation.",
                 status=status,
             )
+        if tool.operation is not None:
+            self._raise_for_rest_status(tool, arguments, status, said)
         if status == 404:
             raise UpstreamError(
                 f"{title} answered HTTP 404 Not Found{said}: the server's upstream URL is probably misconfigured "
@@ -481,6 +499,37 @@ class UpstreamClient:
                 "URL is probably out of date.",
                 status=status,
             )
+
+    def _raise_for_rest_status(self, tool: CatalogTool, arguments: Mapping[str, Any], status: int, said: str) -> None:
+        """A REST API's statuses that say more than "refused": a resource that is not there is the caller's
+        identifier, not the server's address (the path was routed by the operation)."""
+        title = self.api.title
+        if status in (404, 410):
+            gone = "404 Not Found" if status == 404 else "410 Gone: it existed once"
+            raise UpstreamRejected(
+                f"{title} has no such resource (HTTP {gone}){said}. Check the identifiers in the path"
+                f"{_path_shown(tool, arguments)}: one of them may be wrong or not visible to this key.",
+                status=status,
+            )
+        if status == 405:
+            raise UpstreamError(
+                f"{title} does not accept {http_method(tool)} at this address (HTTP 405){said}: the catalog is "
+                "probably out of date with the API. This is not a problem with the arguments.",
+                status=status,
+            )
+        if status == 409:
+            raise UpstreamRejected(
+                f"{title} refused the request: it conflicts with the resource's current state (HTTP 409){said}. "
+                "Read the resource again, then decide whether to retry.",
+                status=status,
+            )
+
+    def _dispatch_payload(
+        self, tool: CatalogTool, arguments: Mapping[str, Any], response: UpstreamResponse, api_key: str | None
+    ) -> tuple[Any, AnswerFormat]:
+        """A query-dispatched API's answer: JSON (its HTTP-200 error bodies raised) or CSV; an empty answer is no
+        data, anything else an error."""
+        status, title = response.status, self.api.title
         text = response.body.decode("utf-8", errors="replace")
         stripped = text.lstrip()
         content_type = response.headers.get("content-type", "")
@@ -488,24 +537,9 @@ class UpstreamClient:
             raise UpstreamBadResponse(
                 f"{title} answered with an empty body (HTTP {status}). Try again in a moment.", status=status
             )
-        if "html" in content_type.lower() or stripped[:15].lower().startswith(("<!doctype html", "<html")):
-            raise UpstreamBadResponse(
-                f"{title} answered with an HTML page instead of data (HTTP {status}, {len(response.body)} "
-                "bytes): the service may be down or in maintenance. Try again later.",
-                status=status,
-            )
+        self._raise_for_html(response, content_type, stripped)
         if stripped.startswith(("{", "[")):
-            payload = parse_json_answer(text)
-            if payload is _BROKEN:
-                raise UpstreamBadResponse(
-                    f"{title} answered with broken JSON ({len(response.body)} bytes). Try again.", status=status
-                )
-            if payload is _TOO_DEEP:
-                raise UpstreamBadResponse(
-                    f"{title} answered with JSON nested more than {MAX_ANSWER_DEPTH} levels deep, which this server "
-                    "does not pass on.",
-                    status=status,
-                )
+            payload = self._parse_json(response, text)
             self._raise_for_error_body(tool, arguments, payload, api_key)
             return payload, "json"
         if arguments.get("datatype") == "csv" or "csv" in content_type:
@@ -518,16 +552,76 @@ class UpstreamClient:
             status=status,
         )
 
+    def _rest_payload(
+        self, tool: CatalogTool, arguments: Mapping[str, Any], response: UpstreamResponse, api_key: str | None
+    ) -> tuple[Any, AnswerFormat]:
+        """A REST answer: no body is success (`{"status": 204}`), JSON is data even when empty (`[]` is a list
+        with nothing in it), text (plain, CSV, XML...) comes back as text; HTML and binary content are errors."""
+        status = response.status
+        if not response.body.strip():
+            return {"status": status}, "json"
+        content_type = response.headers.get("content-type", "")
+        media = content_type.split(";")[0].strip().lower()
+        text = response.body.decode("utf-8", errors="replace")
+        stripped = text.lstrip()
+        self._raise_for_html(response, content_type, stripped)
+        declared_json = media == "application/json" or media.endswith("+json")
+        looks_json = (not media or media.startswith("text/")) and stripped.startswith(("{", "["))
+        if declared_json or looks_json:
+            payload = parse_json_answer(text)
+            if declared_json or payload is not _BROKEN:  # text that only looked like JSON stays text
+                payload = self._parse_json(response, text, parsed=payload)
+                self._raise_for_error_body(tool, arguments, payload, api_key, empty_is_data=True)
+                return payload, "json"
+        if not _is_textual(media, response.body):
+            raise UpstreamBadResponse(
+                f"{self.api.title} answered with {media or 'binary'} content ({len(response.body)} bytes), which this "
+                "server cannot pass on: it sends JSON and text only.",
+                status=status,
+            )
+        return text, "csv" if "csv" in media else "text"
+
+    def _raise_for_html(self, response: UpstreamResponse, content_type: str, stripped: str) -> None:
+        if "html" in content_type.lower() or stripped[:15].lower().startswith(("<!doctype html", "<html")):
+            raise UpstreamBadResponse(
+                f"{self.api.title} answered with an HTML page instead of data (HTTP {response.status}, "
+                f"{len(response.body)} bytes): the service may be down or in maintenance. Try again later.",
+                status=response.status,
+            )
+
+    def _parse_json(self, response: UpstreamResponse, text: str, *, parsed: Any = None) -> Any:
+        """The JSON data of an answer (`parsed`, when it was parsed already); broken or too deep JSON raises."""
+        payload = parse_json_answer(text) if parsed is None else parsed
+        if payload is _BROKEN:
+            raise UpstreamBadResponse(
+                f"{self.api.title} answered with broken JSON ({len(response.body)} bytes). Try again.",
+                status=response.status,
+            )
+        if payload is _TOO_DEEP:
+            raise UpstreamBadResponse(
+                f"{self.api.title} answered with JSON nested more than {MAX_ANSWER_DEPTH} levels deep, which this "
+                "server does not pass on.",
+                status=response.status,
+            )
+        return payload
+
     def _said(self, response: UpstreamResponse, api_key: str | None) -> str:
         """What an HTTP error body says, briefly and with the key masked, as ": …" (or "" if nothing useful)."""
         message = error_text(response.body, self.api.error_message_field)
         return f": {redact(message, api_key)}" if message else ""
 
     def _raise_for_error_body(
-        self, tool: CatalogTool, arguments: Mapping[str, Any], payload: Any, api_key: str | None
+        self,
+        tool: CatalogTool,
+        arguments: Mapping[str, Any],
+        payload: Any,
+        api_key: str | None,
+        *,
+        empty_is_data: bool = False,
     ) -> None:
         """Turn an HTTP-200 error body (Alpha Vantage's "Error Message", Last.fm's {"error": 6, "message": …})
-        into an UpstreamError. The field's presence is the error, whatever its value's type."""
+        into an UpstreamError. The field's presence is the error, whatever its value's type. An answer without a
+        value is "no data" too, unless `empty_is_data` (a REST list with nothing in it is an answer)."""
         if isinstance(payload, dict):
             for field, kind in self.api.error_fields.items():
                 if payload.get(field) is None:
@@ -536,7 +630,7 @@ class UpstreamClient:
                 message_value = payload.get(named) if named and payload.get(named) is not None else payload[field]
                 message = redact(_as_text(message_value), api_key)
                 raise classify_error_text(self.api, tool, arguments, kind, message)
-        if _is_empty(payload):
+        if not empty_is_data and _is_empty(payload):
             raise UpstreamRejected(self._no_data(tool, arguments))
 
     def _no_data(self, tool: CatalogTool, arguments: Mapping[str, Any]) -> str:
@@ -673,6 +767,36 @@ def http_method(tool: CatalogTool) -> str:
 
 def _attempts(count: int) -> str:
     return "1 attempt" if count == 1 else f"{count} attempts"
+
+
+def _path_shown(tool: CatalogTool, arguments: Mapping[str, Any]) -> str:
+    """The path arguments of a call, as " (owner=octocat, repo=x)", each value cut short."""
+    shown = ", ".join(
+        f"{p.name}={_clip(str(arguments[p.name]), 40)}"
+        for p in tool.params
+        if p.location == "path" and p.name in arguments
+    )
+    return f" ({shown})" if shown else ""
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _is_textual(media: str, body: bytes) -> bool:
+    """Whether an answer is text a model can read: a text or structured-text media type, or, when none is
+    declared, UTF-8 without NUL bytes."""
+    if media:
+        return media.startswith("text/") or any(
+            kind in media for kind in ("json", "xml", "csv", "yaml", "javascript", "x-www-form-urlencoded")
+        )
+    if b"\0" in body:
+        return False
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _shown(tool: CatalogTool, arguments: Mapping[str, Any]) -> str:

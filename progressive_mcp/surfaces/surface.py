@@ -402,6 +402,8 @@ class Surface:
         assert self.results is not None
         if answer.format == "csv" and isinstance(answer.payload, str):
             body, content_type, suffix = answer.payload.encode("utf-8"), "text/csv; charset=utf-8", "csv"
+        elif answer.format == "text" and isinstance(answer.payload, str):
+            body, content_type, suffix = answer.payload.encode("utf-8"), "text/plain; charset=utf-8", "txt"
         else:
             body, content_type, suffix = dumps(answer.payload).encode("utf-8"), "application/json", "json"
         # Content-addressed: the same answer is stored once however often it is asked for.
