@@ -1,6 +1,7 @@
 """Calling REST operations: how each argument goes on the wire (path, query, header, cookie, body, per OpenAPI 3
 style and explode), where the key goes (query, header, cookie, bearer, basic; the server's key or the caller's),
-path values that try to escape their segment, and what an answer means (404, 204, text, an empty list).
+path values that try to escape their segment, what an answer means (404, 204, text, an empty list), which
+methods are retried, and which calls are cached.
 
 Most tests record the `UpstreamRequest`s a fake transport is given; the last ones send real HTTP with
 `HttpxTransport` to a small stdlib server on 127.0.0.1 that keeps the raw request line, headers and body, to
@@ -14,13 +15,14 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 import pytest
 
-from progressive_mcp.calls.cache import SERVER
+from progressive_mcp.calls.cache import SERVER, MemoryCache, cache_key, caller_entitlement
 from progressive_mcp.calls.upstream import (
     HttpxTransport,
     TransportError,
@@ -47,6 +49,7 @@ from progressive_mcp.errors import (
     UpstreamBadResponse,
     UpstreamError,
     UpstreamRejected,
+    UpstreamTimeout,
     UpstreamUnavailable,
 )
 from progressive_mcp.surfaces.surface import CallContext, Surface
@@ -743,6 +746,117 @@ def test_a_text_answer_that_echoes_the_key_is_masked_and_not_kept() -> None:
     assert result.payload == "your key is ***" and result.held_key
 
 
+# --- retries ----------------------------------------------------------------------------------------------------
+
+CREATE = rest_tool("create", "POST", "/things", [param("name", "body")], body="members")
+
+
+def retried(
+    tool: CatalogTool, arguments: dict[str, Any], *script: UpstreamResponse | TransportError
+) -> tuple[RecordingTransport, Any]:
+    """The requests a call sent (two retries allowed) and what came of it: a result or an UpstreamError."""
+    transport = RecordingTransport(*script)
+    try:
+        outcome: Any = client_for(rest_api(), transport, retries=2).call(tool, arguments, KEY)
+    except UpstreamError as exc:
+        outcome = exc
+    return transport, outcome
+
+
+@pytest.mark.parametrize("method", ["POST", "PATCH"])
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 429])
+def test_a_non_idempotent_call_is_not_repeated_after_an_answer(method: str, status: int) -> None:
+    tool = rest_tool("write", method, "/things", [param("name", "body")], body="members")
+    transport, outcome = retried(tool, {"name": "x"}, answer({"message": "busy"}, status=status), answer({"id": 1}))
+    assert len(transport.sent) == 1
+    assert isinstance(outcome, RateLimited if status == 429 else UpstreamUnavailable)
+    if status != 429:
+        assert f"It was not sent again: a {method} may have taken effect" in str(outcome)
+
+
+def test_a_post_is_not_repeated_after_a_dropped_connection_or_a_timeout() -> None:
+    transport, outcome = retried(
+        CREATE, {"name": "x"}, TransportError("connect", "RemoteProtocolError"), answer({"id": 1})
+    )
+    assert len(transport.sent) == 1 and isinstance(outcome, UpstreamUnavailable)
+    assert "broke once the request was sent" in str(outcome) and "may have taken effect" in str(outcome)
+    transport, outcome = retried(
+        CREATE, {"name": "x"}, TransportError("timeout", "no answer in time"), answer({"id": 1})
+    )
+    assert len(transport.sent) == 1 and isinstance(outcome, UpstreamTimeout)
+    assert "may have taken effect" in str(outcome)
+
+
+def test_a_post_whose_connection_was_never_made_is_tried_again() -> None:
+    transport, outcome = retried(
+        CREATE, {"name": "x"}, TransportError("connect", "ConnectError", sent=False), answer({"id": 1})
+    )
+    assert len(transport.sent) == 2 and outcome.payload == {"id": 1}
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "HEAD", "OPTIONS"])
+def test_idempotent_methods_keep_todays_retries(method: str) -> None:
+    tool = rest_tool("op", method, "/things/{id}", [param("id", "path", required=True)])
+    script = (answer(status=503), TransportError("connect", "ReadError"), answer({"ok": 1}))
+    transport, outcome = retried(tool, {"id": "1"}, *script)
+    assert len(transport.sent) == 3 and outcome.payload == {"ok": 1}
+
+
+def test_a_dispatch_apis_post_is_not_repeated_either() -> None:
+    transport = RecordingTransport(answer(status=503), answer({"ok": 1}))
+    with pytest.raises(UpstreamUnavailable, match="not sent again"):
+        client_for(LASTFM, transport).call(LOVE, {"artist": "Cher"}, KEY)
+    assert len(transport.sent) == 1
+
+
+# --- caching: reads only ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Counted:
+    transport: RecordingTransport = field(default_factory=RecordingTransport)
+    cache: MemoryCache = field(default_factory=MemoryCache)
+
+    def surface(self, api: Api, *tools: CatalogTool) -> Surface:
+        catalog = catalog_of(api, *tools)
+        return Surface(catalog, mode="direct", upstream=client_for(api, self.transport), cache=self.cache)
+
+
+def test_only_get_calls_are_cached() -> None:
+    read = rest_tool("listThings", "GET", "/things", [param("q")], cache_ttl_s=300)
+    write = rest_tool("create", "POST", "/things", [param("name", "body")], body="members", cache_ttl_s=300)
+    counted = Counted()
+    surface = counted.surface(rest_api(), read, write)
+    ctx = CallContext(api_key=KEY, entitlement=SERVER)
+    for _ in range(2):
+        assert not surface.call_tool("listThings", {"q": "x"}, ctx).is_error
+        assert not surface.call_tool("create", {"name": "x"}, ctx).is_error
+    assert [r.method for r in counted.transport.sent] == ["GET", "POST", "POST"]
+    assert len(counted.cache) == 1
+
+
+def test_a_dispatch_apis_post_is_not_cached() -> None:
+    counted = Counted()
+    surface = counted.surface(LASTFM, tool_of(LOVE.name, LOVE.params, method="POST", cache_ttl_s=300))
+    for _ in range(2):
+        assert not surface.call_tool("track.love", {"artist": "Cher"}, CallContext(api_key=KEY)).is_error
+    assert len(counted.transport.sent) == 2 and len(counted.cache) == 0
+
+
+def test_a_text_answer_is_cached_and_shaped_as_text() -> None:
+    tool = rest_tool("readme", "GET", "/readme", [], cache_ttl_s=300)
+    counted = Counted(RecordingTransport(answer(b"line\n" * 20000, content_type="text/plain")))
+    surface = counted.surface(rest_api(), tool)
+    first = surface.call_tool("readme", {}, CallContext(api_key=KEY)).structured_content
+    second = surface.call_tool("readme", {}, CallContext(api_key=KEY)).structured_content
+    assert len(counted.transport.sent) == 1
+    for envelope in (first, second):
+        assert envelope["format"] == "text" and envelope["data"] is None
+        assert envelope["excerpt"].startswith("line\nline\n") and "truncated" in envelope
+    kept = counted.cache.get(cache_key("readme", {}, caller_entitlement(KEY)))
+    assert kept is not None and (kept.payload, kept.format) == ("line\n" * 20000, "text")
+
+
 # --- over real HTTP ---------------------------------------------------------------------------------------------
 
 
@@ -910,3 +1024,17 @@ def test_over_http_404_204_and_text(server: str, transport: HttpxTransport, seen
     text = client.call(routes["text"], {"id": "42"}, None)
     assert (text.payload, text.format) == ("plain words", "text")
     assert [s["line"].split()[0] for s in seen] == ["GET", "DELETE", "GET"]
+
+
+def test_over_http_a_post_is_sent_once_to_a_busy_server(
+    server: str, transport: HttpxTransport, seen: list[dict[str, Any]]
+) -> None:
+    client = http_client(server, transport)
+    write = rest_tool("busyWrite", "POST", "/busy", [param("name", "body")], body="members")
+    read = rest_tool("busyRead", "GET", "/busy", [])
+    with pytest.raises(UpstreamUnavailable, match="not sent again"):
+        client.call(write, {"name": "x"}, None)
+    assert len(seen) == 1
+    with pytest.raises(UpstreamUnavailable, match="Try again later"):
+        client.call(read, {}, None)
+    assert len(seen) == 1 + 3  # a GET: the first try and two retries

@@ -14,7 +14,10 @@ says so (a Lambda invocation's remaining time). Each attempt's timeout shrinks t
 a retry whose wait would not fit is not made, and the error comes back at once. Retries happen
 only where they can help: a refused or dropped connection, HTTP 500/502/503/504, and 429 (after
 its Retry-After, when that is short and fits). A timeout, an oversize body, garbled JSON, an
-HTML page and Alpha Vantage's HTTP-200 notices (quota, premium, bad key) are never retried.
+HTML page and Alpha Vantage's HTTP-200 notices (quota, premium, bad key) are never retried. A call
+whose method is not idempotent (POST, PATCH) is never repeated once it may have reached the server
+(after a 5xx, a 429, a timeout or a dropped connection): only a connection that was never made is
+tried again.
 Example::
 
     client = UpstreamClient(catalog.api, base_url="http://127.0.0.1:8765/query")
@@ -60,6 +63,8 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 20.0
 DEFAULT_DEADLINE_S = 25.0  # below the stack's 30 s Lambda timeout, with time left to answer
 MIN_ATTEMPT_S = 0.5  # a retry is only worth sending with at least this much time left after its wait
+# Methods whose request may be repeated: doing it twice has the effect of doing it once (RFC 9110 9.2.2).
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"})
 _BROKEN = object()
 
 AnswerFormat = Literal["json", "csv", "text"]
@@ -97,8 +102,13 @@ class TransportError(Exception):
     (the request could not be sent at all, e.g. a URL over the HTTP library's length limit).
     """
 
-    def __init__(self, kind: Literal["connect", "timeout", "too_large", "invalid"], detail: str) -> None:
+    def __init__(
+        self, kind: Literal["connect", "timeout", "too_large", "invalid"], detail: str, *, sent: bool = True
+    ) -> None:
+        """`sent`: whether the request may have reached the server (False only when no connection was made, so
+        that even a POST may be tried again)."""
         self.kind = kind
+        self.sent = sent
         super().__init__(detail)
 
 
@@ -190,10 +200,12 @@ class HttpxTransport:
                 headers = {k.lower(): v for k, v in response.headers.items()}
                 return UpstreamResponse(response.status_code, headers, b"".join(chunks))
         except httpx.ConnectTimeout:
-            failure = TransportError("connect", "connection timed out")
+            failure = TransportError("connect", "connection timed out", sent=False)
         except httpx.TimeoutException:
             failure = TransportError("timeout", "no answer in time")
-        except httpx.HTTPError as exc:
+        except httpx.ConnectError as exc:  # no connection, so nothing was sent
+            failure = TransportError("connect", type(exc).__name__, sent=False)
+        except httpx.HTTPError as exc:  # dropped or reset once connected: the request may have arrived
             failure = TransportError("connect", type(exc).__name__)
         except httpx.InvalidURL:  # not an HTTPError: e.g. a very long passthrough key makes the URL too long
             failure = TransportError("invalid", "the request URL is not valid (too long?)")
@@ -354,6 +366,7 @@ class UpstreamClient:
         `deadline` (a `clock` time, see `deadline()`) ends the call sooner than `deadline_s` from now.
         """
         request = self.build_request(tool, arguments, api_key)
+        repeatable = request.method in IDEMPOTENT_METHODS
         started = time.perf_counter()
         ends_at = self.deadline(deadline)
         attempt = 0
@@ -372,7 +385,12 @@ class UpstreamClient:
                 if exc.kind == "timeout":  # it used the time there was: another try would not fit
                     raise UpstreamTimeout(
                         f"{self.api.title} did not answer in time (gave up after {attempt_s:.1f} s, attempt "
-                        f"{attempt}). Try again, or ask for less data{self._less_data_hint(tool)}."
+                        f"{attempt}). "
+                        + (
+                            f"Try again, or ask for less data{self._less_data_hint(tool)}."
+                            if repeatable
+                            else _may_have_taken_effect(request.method)
+                        )
                     ) from None
                 if exc.kind == "too_large":
                     raise self._too_large(tool) from None
@@ -382,15 +400,20 @@ class UpstreamClient:
                         "that the API key is the one the provider issued."
                     ) from None
                 wait_s = self._backoff(attempt)
-                if attempt <= self.retries and self._fits(wait_s, ends_at):
+                if (repeatable or not exc.sent) and attempt <= self.retries and self._fits(wait_s, ends_at):
                     self._sleep(wait_s)
                     continue
+                if not repeatable and exc.sent:
+                    raise UpstreamUnavailable(
+                        f"The connection to {self.api.title} broke once the request was sent ({exc}). "
+                        + _may_have_taken_effect(request.method)
+                    ) from None
                 raise UpstreamUnavailable(
                     f"Could not reach {self.api.title} after {_attempts(attempt)} ({exc}). Try again later."
                 ) from None
             if len(response.body) > self.max_body_bytes:  # a transport without a limit of its own
                 raise self._too_large(tool)
-            if response.status in RETRY_STATUSES and attempt <= self.retries:
+            if response.status in RETRY_STATUSES and attempt <= self.retries and repeatable:
                 wait = self._retry_wait(response, attempt)
                 if wait is not None and self._fits(wait, ends_at):
                     self._sleep(wait)
@@ -470,9 +493,13 @@ class UpstreamClient:
                 retry_after_s=60.0 if retry_after_s is None else retry_after_s,
             )
         if status >= 500:
+            method = http_method(tool)
+            if method not in IDEMPOTENT_METHODS:
+                advice = _may_have_taken_effect(method)
+            else:
+                advice = "Try again later." if retry_after_s is None else f"Try again in {retry_after_s:g} s."
             raise UpstreamUnavailable(
-                f"{title} is having trouble (HTTP {status}, {_attempts(attempts)}). "
-                + ("Try again later." if retry_after_s is None else f"Try again in {retry_after_s:g} s."),
+                f"{title} is having trouble (HTTP {status}, {_attempts(attempts)}). {advice}",
                 status=status,
                 retry_after_s=retry_after_s,
             )
@@ -763,6 +790,13 @@ def http_method(tool: CatalogTool) -> str:
     """The method a tool's calls are sent with: its REST operation's, else the tool's own (GET, or POST for a
     query-dispatched API's writes)."""
     return (tool.operation.method if tool.operation is not None else tool.method).upper()
+
+
+def _may_have_taken_effect(method: str) -> str:
+    return (
+        f"It was not sent again: a {method} may have taken effect even without an answer, so check whether it did "
+        "before calling again."
+    )
 
 
 def _attempts(count: int) -> str:
