@@ -157,7 +157,7 @@ class DynamoDBCache:
         fmt = item["format"]["S"]
         text = zlib.decompress(item["body"]["B"]).decode("utf-8")
         return CachedAnswer(
-            payload=text if fmt == "csv" else json.loads(text),
+            payload=json.loads(text) if fmt == "json" else text,  # CSV and other text as they are
             format=fmt,
             cached_at=float(item["cached_at"]["N"]),
             expires_at=expires_at,
@@ -165,7 +165,7 @@ class DynamoDBCache:
         )
 
     def put(self, key: str, answer: CachedAnswer) -> None:
-        text = answer.payload if answer.format == "csv" and isinstance(answer.payload, str) else dumps(answer.payload)
+        text = answer.payload if answer.format != "json" and isinstance(answer.payload, str) else dumps(answer.payload)
         raw = text.encode("utf-8")
         if len(raw) > self.max_item_bytes * MAX_COMPRESSION_RATIO:
             logger.info("answer not cached: too large for one item", extra={"bytes": len(raw)})

@@ -437,6 +437,20 @@ def test_cache_round_trip_json_and_csv(aws: None) -> None:
     assert zlib.decompress(item["body"]["B"]).decode() == table  # CSV stored as its text, compressed
 
 
+def test_cache_round_trip_of_a_text_answer_and_a_json_string(aws: None) -> None:
+    """A REST answer in text/plain or XML is kept as its text; a JSON answer that is one string stays JSON."""
+    create_table()
+    cache = DynamoDBCache(TABLE, client=client("dynamodb"), clock=Clock(1_795_000_001.0))
+    text_answer = CachedAnswer("<thing id='1'>café</thing>", "text", 1_795_000_000.5, 1_795_003_600, size=30)
+    json_string = CachedAnswer("pong", "json", 1_795_000_000.5, 1_795_003_600, size=6)
+    cache.put("k-text", text_answer)
+    cache.put("k-json-string", json_string)
+    assert cache.get("k-text") == text_answer
+    assert cache.get("k-json-string") == json_string
+    item = client("dynamodb").get_item(TableName=TABLE, Key={"pk": {"S": "k-text"}})["Item"]
+    assert zlib.decompress(item["body"]["B"]).decode() == text_answer.payload
+
+
 def test_cache_expiry_is_checked_on_read(aws: None) -> None:
     create_table()
     clock = Clock()

@@ -187,6 +187,18 @@ def test_one_line_csv_falls_back_to_an_excerpt_within_budget(catalog: Catalog) -
     assert text.startswith(envelope["excerpt"])
 
 
+def test_long_text_is_cut_to_an_excerpt_of_itself(catalog: Catalog) -> None:
+    """A REST answer in plain text (or XML) has no rows or series: its start is kept, as the text it is."""
+    text = "".join(f"<line n='{i}'>\"quoted\" words</line>\n" for i in range(20_000))
+
+    envelope = shape_result(catalog.get("GLOBAL_QUOTE"), {}, text, "text", budget_tokens=800)
+
+    assert tokens_of(envelope) <= 800
+    assert envelope["format"] == "text" and envelope["data"] is None
+    assert text.startswith(envelope["excerpt"])  # the text itself, not its JSON-escaped form
+    assert envelope["truncated"]["series"]["characters"]["total"] == len(text)
+
+
 # --- token counting -----------------------------------------------------------------------------
 
 BOUNDARY_TEXTS = {

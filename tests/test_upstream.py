@@ -531,6 +531,13 @@ def test_connection_refused_is_unavailable_after_retries(
     assert sleep.delays == [0.5, 1.0]
 
 
+def test_a_refused_connection_is_known_not_to_have_sent_anything(transport: HttpxTransport) -> None:
+    """So that even a POST may be tried again (see tests/test_rest_requests.py for the retry policy)."""
+    with pytest.raises(TransportError) as caught:
+        transport.send(UpstreamRequest(closed_port_url(), (), (), 5.0, method="POST", body=b"x=1"))
+    assert caught.value.kind == "connect" and caught.value.sent is False
+
+
 # --- the deadline: a fake clock whose sleep moves it, and a transport whose answers take fake time ---
 
 

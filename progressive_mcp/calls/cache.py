@@ -1,8 +1,9 @@
 """The response cache and the large-result store: the interfaces the core calls, and the in-memory cache.
 
 Alpha Vantage's free plan allows 25 requests a day, so an identical call is answered from a cache
-while the answer is fresh. What is cached is the upstream's successful answer (payload and format),
-never an error, a rate-limit notice or a premium notice. The key is a hash of the tool, the
+while the answer is fresh. What is cached is the upstream's successful answer (payload and format) to
+a read (GET or HEAD: a write must reach the upstream every time), never an error, a rate-limit
+notice or a premium notice. The key is a hash of the tool, the
 normalised arguments and the caller's *entitlement*, never the caller's key itself. Where one key
 serves everyone (server-key mode) or the process has one user (stdio), callers asking the same
 question share one upstream request; on a shared endpoint where each caller brings a key, each key
@@ -37,6 +38,8 @@ from typing import Any, Protocol
 PUBLIC = "public"  # free-plan answers where one key or one user is behind every call
 SERVER = "server"  # the endpoint's own key (server-key mode): everyone shares its plan
 LOCAL = "local"  # a single-user process (stdio): the user's own plan
+# Only reads are answered from the cache: a POST, PUT, PATCH or DELETE asks the upstream to do something, every time.
+CACHEABLE_METHODS = frozenset({"GET", "HEAD"})
 
 
 def caller_entitlement(api_key: str) -> str:
@@ -49,8 +52,8 @@ def caller_entitlement(api_key: str) -> str:
 class CachedAnswer:
     """One stored upstream answer. Times are seconds since the epoch."""
 
-    payload: Any  # the parsed JSON value, or CSV text
-    format: str  # "json" or "csv"
+    payload: Any  # the parsed JSON value, or CSV or other text
+    format: str  # "json", "csv" or "text"
     cached_at: float
     expires_at: float
     size: int = 0  # bytes of the upstream body (recorded by the DynamoDB cache)

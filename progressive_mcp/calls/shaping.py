@@ -48,6 +48,8 @@ def shape_result(
         envelope.update(when_cut())
     if fmt == "csv" and isinstance(payload, str):
         return _preview_csv(tool, envelope, payload, budget_tokens, out_of_time)
+    if fmt == "text" and isinstance(payload, str):  # plain text, XML...: no rows or series to keep whole
+        return _text_excerpt(tool, envelope, payload, budget_tokens)
     return _preview_json(tool, envelope, payload, budget_tokens, out_of_time)
 
 

@@ -1,9 +1,12 @@
-"""Calls to the upstream HTTP API, built from the spec, with retries and error normalisation.
+"""Calls to the upstream HTTP API, built from the catalog, with retries and error normalisation.
 
-The request is made from the spec alone: the dispatch parameter carries the tool name, the key
-parameter carries the key from configuration, and arguments can change neither (nor the base
-URL). I/O goes through an `UpstreamTransport`, so tests pass a fake or point at the offline
-sample upstream. The key never appears in a message, an exception or a log line.
+The request is made from the catalog alone: for a query-dispatched API (Alpha Vantage) the dispatch
+parameter carries the tool name; for a REST API the operation's method and path template route it
+(`progressive_mcp.calls.rest` encodes the arguments). The key goes where the API's auth says (a query
+parameter, a header, a cookie, a bearer token or basic credentials), and arguments can change neither
+the routing nor the key (nor the base URL). I/O goes through an `UpstreamTransport`, so tests pass a
+fake or point at the offline sample upstream. The key never appears in a message, an exception or a
+log line.
 
 One call's whole upstream work (every attempt, the waits between them, and reading a body that
 trickles in) fits in a deadline: `deadline_s` from the call's start, or earlier when the caller
@@ -11,7 +14,10 @@ says so (a Lambda invocation's remaining time). Each attempt's timeout shrinks t
 a retry whose wait would not fit is not made, and the error comes back at once. Retries happen
 only where they can help: a refused or dropped connection, HTTP 500/502/503/504, and 429 (after
 its Retry-After, when that is short and fits). A timeout, an oversize body, garbled JSON, an
-HTML page and Alpha Vantage's HTTP-200 notices (quota, premium, bad key) are never retried.
+HTML page and Alpha Vantage's HTTP-200 notices (quota, premium, bad key) are never retried. A call
+whose method is not idempotent (POST, PATCH) is never repeated once it may have reached the server
+(after a 5xx, a 429, a timeout or a dropped connection): only a connection that was never made is
+tried again.
 Example::
 
     client = UpstreamClient(catalog.api, base_url="http://127.0.0.1:8765/query")
@@ -21,6 +27,7 @@ Example::
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import math
@@ -29,7 +36,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
+from urllib.parse import quote, urlencode
 
+from progressive_mcp.calls.rest import COOKIE_SAFE, FORM, bad_header_text, rest_parts
 from progressive_mcp.catalog import CatalogTool, less_data_options
 from progressive_mcp.errors import (
     MissingApiKey,
@@ -54,17 +63,28 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 20.0
 DEFAULT_DEADLINE_S = 25.0  # below the stack's 30 s Lambda timeout, with time left to answer
 MIN_ATTEMPT_S = 0.5  # a retry is only worth sending with at least this much time left after its wait
+# Methods whose request may be repeated: doing it twice has the effect of doing it once (RFC 9110 9.2.2).
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"})
 _BROKEN = object()
+
+AnswerFormat = Literal["json", "csv", "text"]
 
 
 @dataclass(frozen=True, slots=True)
 class UpstreamRequest:
-    """What goes upstream. params and headers may carry the key, so repr() leaves them out."""
+    """What goes upstream. params, headers, query and body may carry the key, so repr() leaves them out.
+
+    `params` are (name, value) pairs the transport encodes (a query-dispatched API's); `query` is a query string
+    already encoded (a REST call's: its styles' delimiters must stay as they are), sent as it is.
+    """
 
     url: str
     params: tuple[tuple[str, str], ...] = field(repr=False)
     headers: tuple[tuple[str, str], ...] = field(repr=False)
     timeout_s: float = DEFAULT_TIMEOUT_S  # the whole attempt: connecting, waiting and reading the entire body
+    method: str = "GET"
+    body: bytes | None = field(default=None, repr=False)  # its content type is in `headers`
+    query: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +102,13 @@ class TransportError(Exception):
     (the request could not be sent at all, e.g. a URL over the HTTP library's length limit).
     """
 
-    def __init__(self, kind: Literal["connect", "timeout", "too_large", "invalid"], detail: str) -> None:
+    def __init__(
+        self, kind: Literal["connect", "timeout", "too_large", "invalid"], detail: str, *, sent: bool = True
+    ) -> None:
+        """`sent`: whether the request may have reached the server (False only when no connection was made, so
+        that even a POST may be tried again)."""
         self.kind = kind
+        self.sent = sent
         super().__init__(detail)
 
 
@@ -147,9 +172,19 @@ class HttpxTransport:
 
         client = self._http()
         failure: TransportError | None = None
+        url, params = request.url, request.params
+        if request.query:  # already encoded: given to httpx inside the URL, which it keeps as it is
+            url = f"{url}{'&' if '?' in url else '?'}{request.query}"
+            if params:
+                url, params = f"{url}&{urlencode(params)}", ()
         try:
             with client.stream(
-                "GET", request.url, params=request.params, headers=request.headers, timeout=request.timeout_s
+                request.method,
+                url,
+                params=params or None,  # None, not (): an empty merge would re-encode the query in the URL
+                headers=request.headers,
+                content=request.body,
+                timeout=request.timeout_s,
             ) as response:
                 declared = response.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > self.max_body_bytes:
@@ -165,10 +200,12 @@ class HttpxTransport:
                 headers = {k.lower(): v for k, v in response.headers.items()}
                 return UpstreamResponse(response.status_code, headers, b"".join(chunks))
         except httpx.ConnectTimeout:
-            failure = TransportError("connect", "connection timed out")
+            failure = TransportError("connect", "connection timed out", sent=False)
         except httpx.TimeoutException:
             failure = TransportError("timeout", "no answer in time")
-        except httpx.HTTPError as exc:
+        except httpx.ConnectError as exc:  # no connection, so nothing was sent
+            failure = TransportError("connect", type(exc).__name__, sent=False)
+        except httpx.HTTPError as exc:  # dropped or reset once connected: the request may have arrived
             failure = TransportError("connect", type(exc).__name__)
         except httpx.InvalidURL:  # not an HTTPError: e.g. a very long passthrough key makes the URL too long
             failure = TransportError("invalid", "the request URL is not valid (too long?)")
@@ -183,8 +220,8 @@ class HttpxTransport:
 
 @dataclass(frozen=True, slots=True)
 class UpstreamResult:
-    payload: Any  # parsed JSON, or the CSV text
-    format: Literal["json", "csv"]
+    payload: Any  # parsed JSON, or the CSV or other text (a REST answer in text/plain, XML...)
+    format: AnswerFormat
     status: int
     attempts: int
     elapsed_ms: float
@@ -230,26 +267,96 @@ class UpstreamClient:
         return ends_at if cap is None else min(ends_at, cap)
 
     def build_request(self, tool: CatalogTool, arguments: Mapping[str, Any], api_key: str | None) -> UpstreamRequest:
+        """The request one call makes: a REST operation's (method, path, encoded query, headers, body), or a
+        query-dispatched API's (the tool's name and the arguments as query parameters, or as a form body when
+        the tool is not a GET). Raises MissingApiKey without a usable key, InvalidArguments for a value that
+        cannot be sent."""
+        if tool.operation is not None:
+            return self._rest_request(tool, arguments, api_key)
+        return self._dispatch_request(tool, arguments, api_key)
+
+    def _dispatch_request(
+        self, tool: CatalogTool, arguments: Mapping[str, Any], api_key: str | None
+    ) -> UpstreamRequest:
         dispatch = self.api.dispatch
         params: list[tuple[str, str]] = [(dispatch.name, tool.name)] if dispatch is not None else []
         reserved = ({dispatch.name} if dispatch else set()) | ({self.api.auth.name} if self.api.auth else set())
+        taken = reserved | set(tool.fixed)  # a constant parameter is the tool's, not the caller's
         for name, value in arguments.items():
-            if name in reserved:  # the catalog never allows these; a second guard costs nothing
+            param = tool.param(name)
+            wire_name = param.upstream_name if param is not None else name
+            if name in taken or wire_name in taken:  # the catalog never allows these; a second guard costs nothing
                 continue
-            params.append((name, _wire_value(value)))
-        headers: list[tuple[str, str]] = []
+            params.append((wire_name, _wire_value(value)))
+        params += [(name, value) for name, value in tool.fixed.items() if name not in reserved]
+        key_params, headers, cookies = self._credentials(api_key)
+        params += key_params
+        if cookies:
+            headers.append(("Cookie", "; ".join(cookies)))
+        method = http_method(tool)
+        if method == "GET":
+            return UpstreamRequest(self.base_url, tuple(params), tuple(headers), self.timeout_s)
+        # A write (Last.fm's track.love): the same parameters, key included, go in a form body instead.
+        headers.append(("Content-Type", FORM))
+        body = urlencode(params).encode("ascii")
+        return UpstreamRequest(self.base_url, (), tuple(headers), self.timeout_s, method=method, body=body)
+
+    def _rest_request(self, tool: CatalogTool, arguments: Mapping[str, Any], api_key: str | None) -> UpstreamRequest:
+        parts = rest_parts(tool, arguments, self.api.auth)
+        key_params, headers, key_cookies = self._credentials(api_key)
+        query = [*parts.query, *(f"{quote(name, safe='')}={quote(value, safe='')}" for name, value in key_params)]
+        headers = [*parts.headers, *headers]
+        cookies = [*parts.cookies, *key_cookies]
+        if cookies:
+            headers.append(("Cookie", "; ".join(cookies)))
+        if parts.content_type is not None:
+            headers.append(("Content-Type", parts.content_type))
+        return UpstreamRequest(
+            self.base_url.rstrip("/") + parts.path,
+            (),
+            tuple(headers),
+            self.timeout_s,
+            method=http_method(tool),
+            body=parts.body,
+            query="&".join(query),
+        )
+
+    def _credentials(self, api_key: str | None) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[str]]:
+        """Where the key goes, as the API's auth says: (query parameters, headers, cookies as `name=value`).
+        Raises MissingApiKey, never quoting the key, when there is none or it cannot be sent that way."""
         auth = self.api.auth
-        if auth is not None:
-            if not api_key:
+        if auth is None:
+            return [], [], []
+        if not api_key:
+            raise MissingApiKey(
+                f"No {self.api.title} API key is configured. Set the {auth.env} environment variable "
+                "(or pass the key the way your server's auth mode expects) and call again."
+            )
+        if auth.scheme == "basic":
+            if ":" not in api_key:
                 raise MissingApiKey(
-                    f"No {self.api.title} API key is configured. Set the {auth.env} environment variable "
-                    "(or pass the key the way your server's auth mode expects) and call again."
+                    f"{self.api.title} uses HTTP Basic auth, so its key must be given as user:password (a colon "
+                    f"between them); the key configured (or passed) has no colon. Set {auth.env} to user:password."
                 )
-            if auth.in_ == "query":
-                params.append((auth.name, auth.prefix + api_key))
-            else:
-                headers.append((auth.name, auth.prefix + api_key))
-        return UpstreamRequest(self.base_url, tuple(params), tuple(headers), self.timeout_s)
+            credentials = base64.b64encode(api_key.encode("utf-8")).decode("ascii")
+            return [], [("Authorization", f"Basic {credentials}")], []
+        if auth.scheme == "bearer":
+            return [], [("Authorization", f"Bearer {self._header_safe(api_key)}")], []
+        value = auth.prefix + api_key
+        if auth.in_ == "query":
+            return [(auth.name, value)], [], []
+        if auth.in_ == "cookie":
+            return [], [], [f"{auth.name}={quote(value, safe=COOKIE_SAFE)}"]
+        return [], [(auth.name, self._header_safe(value))], []
+
+    def _header_safe(self, value: str) -> str:
+        """The key as a header value; a key with a line break or a control character is refused, unquoted."""
+        if bad_header_text(value):
+            raise MissingApiKey(
+                f"The {self.api.title} API key holds characters an HTTP header cannot carry (a line break, a control "
+                "or a non-ASCII character). Check that the key is the one the provider issued."
+            )
+        return value
 
     def call(
         self, tool: CatalogTool, arguments: Mapping[str, Any], api_key: str | None, *, deadline: float | None = None
@@ -259,6 +366,7 @@ class UpstreamClient:
         `deadline` (a `clock` time, see `deadline()`) ends the call sooner than `deadline_s` from now.
         """
         request = self.build_request(tool, arguments, api_key)
+        repeatable = request.method in IDEMPOTENT_METHODS
         started = time.perf_counter()
         ends_at = self.deadline(deadline)
         attempt = 0
@@ -277,7 +385,12 @@ class UpstreamClient:
                 if exc.kind == "timeout":  # it used the time there was: another try would not fit
                     raise UpstreamTimeout(
                         f"{self.api.title} did not answer in time (gave up after {attempt_s:.1f} s, attempt "
-                        f"{attempt}). Try again, or ask for less data{self._less_data_hint(tool)}."
+                        f"{attempt}). "
+                        + (
+                            f"Try again, or ask for less data{self._less_data_hint(tool)}."
+                            if repeatable
+                            else _may_have_taken_effect(request.method)
+                        )
                     ) from None
                 if exc.kind == "too_large":
                     raise self._too_large(tool) from None
@@ -287,15 +400,20 @@ class UpstreamClient:
                         "that the API key is the one the provider issued."
                     ) from None
                 wait_s = self._backoff(attempt)
-                if attempt <= self.retries and self._fits(wait_s, ends_at):
+                if (repeatable or not exc.sent) and attempt <= self.retries and self._fits(wait_s, ends_at):
                     self._sleep(wait_s)
                     continue
+                if not repeatable and exc.sent:
+                    raise UpstreamUnavailable(
+                        f"The connection to {self.api.title} broke once the request was sent ({exc}). "
+                        + _may_have_taken_effect(request.method)
+                    ) from None
                 raise UpstreamUnavailable(
                     f"Could not reach {self.api.title} after {_attempts(attempt)} ({exc}). Try again later."
                 ) from None
             if len(response.body) > self.max_body_bytes:  # a transport without a limit of its own
                 raise self._too_large(tool)
-            if response.status in RETRY_STATUSES and attempt <= self.retries:
+            if response.status in RETRY_STATUSES and attempt <= self.retries and repeatable:
                 wait = self._retry_wait(response, attempt)
                 if wait is not None and self._fits(wait, ends_at):
                     self._sleep(wait)
@@ -306,6 +424,7 @@ class UpstreamClient:
             "upstream call",
             extra={
                 "tool": tool.name,
+                "method": request.method,
                 "status": response.status,
                 "attempts": attempt,
                 "elapsed_ms": round(elapsed_ms, 1),
@@ -348,7 +467,21 @@ class UpstreamClient:
         response: UpstreamResponse,
         attempts: int,
         api_key: str | None,
-    ) -> tuple[Any, Literal["json", "csv"]]:
+    ) -> tuple[Any, AnswerFormat]:
+        self._raise_for_status(tool, arguments, response, attempts, api_key)
+        if tool.operation is not None:
+            return self._rest_payload(tool, arguments, response, api_key)
+        return self._dispatch_payload(tool, arguments, response, api_key)
+
+    def _raise_for_status(
+        self,
+        tool: CatalogTool,
+        arguments: Mapping[str, Any],
+        response: UpstreamResponse,
+        attempts: int,
+        api_key: str | None,
+    ) -> None:
+        """Raise the error an HTTP status other than 2xx means, with what the upstream said (key masked)."""
         status = response.status
         retry_after_s = _retry_after(response)
         title = self.api.title
@@ -360,9 +493,13 @@ class UpstreamClient:
                 retry_after_s=60.0 if retry_after_s is None else retry_after_s,
             )
         if status >= 500:
+            method = http_method(tool)
+            if method not in IDEMPOTENT_METHODS:
+                advice = _may_have_taken_effect(method)
+            else:
+                advice = "Try again later." if retry_after_s is None else f"Try again in {retry_after_s:g} s."
             raise UpstreamUnavailable(
-                f"{title} is having trouble (HTTP {status}, {_attempts(attempts)}). "
-                + ("Try again later." if retry_after_s is None else f"Try again in {retry_after_s:g} s."),
+                f"{title} is having trouble (HTTP {status}, {_attempts(attempts)}). {advice}",
                 status=status,
                 retry_after_s=retry_after_s,
             )
@@ -373,6 +510,8 @@ class UpstreamClient:
                 "use this operation.",
                 status=status,
             )
+        if tool.operation is not None:
+            self._raise_for_rest_status(tool, arguments, status, said)
         if status == 404:
             raise UpstreamError(
                 f"{title} answered HTTP 404 Not Found{said}: the server's upstream URL is probably misconfigured "
@@ -387,6 +526,37 @@ class UpstreamClient:
                 "URL is probably out of date.",
                 status=status,
             )
+
+    def _raise_for_rest_status(self, tool: CatalogTool, arguments: Mapping[str, Any], status: int, said: str) -> None:
+        """A REST API's statuses that say more than "refused": a resource that is not there is the caller's
+        identifier, not the server's address (the path was routed by the operation)."""
+        title = self.api.title
+        if status in (404, 410):
+            gone = "404 Not Found" if status == 404 else "410 Gone: it existed once"
+            raise UpstreamRejected(
+                f"{title} has no such resource (HTTP {gone}){said}. Check the identifiers in the path"
+                f"{_path_shown(tool, arguments)}: one of them may be wrong or not visible to this key.",
+                status=status,
+            )
+        if status == 405:
+            raise UpstreamError(
+                f"{title} does not accept {http_method(tool)} at this address (HTTP 405){said}: the catalog is "
+                "probably out of date with the API. This is not a problem with the arguments.",
+                status=status,
+            )
+        if status == 409:
+            raise UpstreamRejected(
+                f"{title} refused the request: it conflicts with the resource's current state (HTTP 409){said}. "
+                "Read the resource again, then decide whether to retry.",
+                status=status,
+            )
+
+    def _dispatch_payload(
+        self, tool: CatalogTool, arguments: Mapping[str, Any], response: UpstreamResponse, api_key: str | None
+    ) -> tuple[Any, AnswerFormat]:
+        """A query-dispatched API's answer: JSON (its HTTP-200 error bodies raised) or CSV; an empty answer is no
+        data, anything else an error."""
+        status, title = response.status, self.api.title
         text = response.body.decode("utf-8", errors="replace")
         stripped = text.lstrip()
         content_type = response.headers.get("content-type", "")
@@ -394,24 +564,9 @@ class UpstreamClient:
             raise UpstreamBadResponse(
                 f"{title} answered with an empty body (HTTP {status}). Try again in a moment.", status=status
             )
-        if "html" in content_type.lower() or stripped[:15].lower().startswith(("<!doctype html", "<html")):
-            raise UpstreamBadResponse(
-                f"{title} answered with an HTML page instead of data (HTTP {status}, {len(response.body)} "
-                "bytes): the service may be down or in maintenance. Try again later.",
-                status=status,
-            )
+        self._raise_for_html(response, content_type, stripped)
         if stripped.startswith(("{", "[")):
-            payload = parse_json_answer(text)
-            if payload is _BROKEN:
-                raise UpstreamBadResponse(
-                    f"{title} answered with broken JSON ({len(response.body)} bytes). Try again.", status=status
-                )
-            if payload is _TOO_DEEP:
-                raise UpstreamBadResponse(
-                    f"{title} answered with JSON nested more than {MAX_ANSWER_DEPTH} levels deep, which this server "
-                    "does not pass on.",
-                    status=status,
-                )
+            payload = self._parse_json(response, text)
             self._raise_for_error_body(tool, arguments, payload, api_key)
             return payload, "json"
         if arguments.get("datatype") == "csv" or "csv" in content_type:
@@ -424,16 +579,76 @@ class UpstreamClient:
             status=status,
         )
 
+    def _rest_payload(
+        self, tool: CatalogTool, arguments: Mapping[str, Any], response: UpstreamResponse, api_key: str | None
+    ) -> tuple[Any, AnswerFormat]:
+        """A REST answer: no body is success (`{"status": 204}`), JSON is data even when empty (`[]` is a list
+        with nothing in it), text (plain, CSV, XML...) comes back as text; HTML and binary content are errors."""
+        status = response.status
+        if not response.body.strip():
+            return {"status": status}, "json"
+        content_type = response.headers.get("content-type", "")
+        media = content_type.split(";")[0].strip().lower()
+        text = response.body.decode("utf-8", errors="replace")
+        stripped = text.lstrip()
+        self._raise_for_html(response, content_type, stripped)
+        declared_json = media == "application/json" or media.endswith("+json")
+        looks_json = (not media or media.startswith("text/")) and stripped.startswith(("{", "["))
+        if declared_json or looks_json:
+            payload = parse_json_answer(text)
+            if declared_json or payload is not _BROKEN:  # text that only looked like JSON stays text
+                payload = self._parse_json(response, text, parsed=payload)
+                self._raise_for_error_body(tool, arguments, payload, api_key, empty_is_data=True)
+                return payload, "json"
+        if not _is_textual(media, response.body):
+            raise UpstreamBadResponse(
+                f"{self.api.title} answered with {media or 'binary'} content ({len(response.body)} bytes), which this "
+                "server cannot pass on: it sends JSON and text only.",
+                status=status,
+            )
+        return text, "csv" if "csv" in media else "text"
+
+    def _raise_for_html(self, response: UpstreamResponse, content_type: str, stripped: str) -> None:
+        if "html" in content_type.lower() or stripped[:15].lower().startswith(("<!doctype html", "<html")):
+            raise UpstreamBadResponse(
+                f"{self.api.title} answered with an HTML page instead of data (HTTP {response.status}, "
+                f"{len(response.body)} bytes): the service may be down or in maintenance. Try again later.",
+                status=response.status,
+            )
+
+    def _parse_json(self, response: UpstreamResponse, text: str, *, parsed: Any = None) -> Any:
+        """The JSON data of an answer (`parsed`, when it was parsed already); broken or too deep JSON raises."""
+        payload = parse_json_answer(text) if parsed is None else parsed
+        if payload is _BROKEN:
+            raise UpstreamBadResponse(
+                f"{self.api.title} answered with broken JSON ({len(response.body)} bytes). Try again.",
+                status=response.status,
+            )
+        if payload is _TOO_DEEP:
+            raise UpstreamBadResponse(
+                f"{self.api.title} answered with JSON nested more than {MAX_ANSWER_DEPTH} levels deep, which this "
+                "server does not pass on.",
+                status=response.status,
+            )
+        return payload
+
     def _said(self, response: UpstreamResponse, api_key: str | None) -> str:
         """What an HTTP error body says, briefly and with the key masked, as ": …" (or "" if nothing useful)."""
         message = error_text(response.body, self.api.error_message_field)
         return f": {redact(message, api_key)}" if message else ""
 
     def _raise_for_error_body(
-        self, tool: CatalogTool, arguments: Mapping[str, Any], payload: Any, api_key: str | None
+        self,
+        tool: CatalogTool,
+        arguments: Mapping[str, Any],
+        payload: Any,
+        api_key: str | None,
+        *,
+        empty_is_data: bool = False,
     ) -> None:
         """Turn an HTTP-200 error body (Alpha Vantage's "Error Message", Last.fm's {"error": 6, "message": …})
-        into an UpstreamError. The field's presence is the error, whatever its value's type."""
+        into an UpstreamError. The field's presence is the error, whatever its value's type. An answer without a
+        value is "no data" too, unless `empty_is_data` (a REST list with nothing in it is an answer)."""
         if isinstance(payload, dict):
             for field, kind in self.api.error_fields.items():
                 if payload.get(field) is None:
@@ -442,7 +657,7 @@ class UpstreamClient:
                 message_value = payload.get(named) if named and payload.get(named) is not None else payload[field]
                 message = redact(_as_text(message_value), api_key)
                 raise classify_error_text(self.api, tool, arguments, kind, message)
-        if _is_empty(payload):
+        if not empty_is_data and _is_empty(payload):
             raise UpstreamRejected(self._no_data(tool, arguments))
 
     def _no_data(self, tool: CatalogTool, arguments: Mapping[str, Any]) -> str:
@@ -571,8 +786,51 @@ def _retry_after(response: UpstreamResponse) -> float | None:
     return None
 
 
+def http_method(tool: CatalogTool) -> str:
+    """The method a tool's calls are sent with: its REST operation's, else the tool's own (GET, or POST for a
+    query-dispatched API's writes)."""
+    return (tool.operation.method if tool.operation is not None else tool.method).upper()
+
+
+def _may_have_taken_effect(method: str) -> str:
+    return (
+        f"It was not sent again: a {method} may have taken effect even without an answer, so check whether it did "
+        "before calling again."
+    )
+
+
 def _attempts(count: int) -> str:
     return "1 attempt" if count == 1 else f"{count} attempts"
+
+
+def _path_shown(tool: CatalogTool, arguments: Mapping[str, Any]) -> str:
+    """The path arguments of a call, as " (owner=octocat, repo=x)", each value cut short."""
+    shown = ", ".join(
+        f"{p.name}={_clip(str(arguments[p.name]), 40)}"
+        for p in tool.params
+        if p.location == "path" and p.name in arguments
+    )
+    return f" ({shown})" if shown else ""
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _is_textual(media: str, body: bytes) -> bool:
+    """Whether an answer is text a model can read: a text or structured-text media type, or, when none is
+    declared, UTF-8 without NUL bytes."""
+    if media:
+        return media.startswith("text/") or any(
+            kind in media for kind in ("json", "xml", "csv", "yaml", "javascript", "x-www-form-urlencoded")
+        )
+    if b"\0" in body:
+        return False
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _shown(tool: CatalogTool, arguments: Mapping[str, Any]) -> str:

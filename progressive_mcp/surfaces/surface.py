@@ -26,6 +26,7 @@ import mcp_types as types
 
 from progressive_mcp.calls.arguments import prepare_arguments
 from progressive_mcp.calls.cache import (
+    CACHEABLE_METHODS,
     LOCAL,
     PUBLIC,
     SERVER,
@@ -40,7 +41,7 @@ from progressive_mcp.calls.codemode import TOOL_EXECUTE, CodeMode
 from progressive_mcp.calls.sandbox import Sandbox, ScriptError, ScriptLimits
 from progressive_mcp.calls.shaping import shape_result
 from progressive_mcp.calls.stubs import forced_json
-from progressive_mcp.calls.upstream import UpstreamClient, UpstreamTransport
+from progressive_mcp.calls.upstream import UpstreamClient, UpstreamTransport, http_method
 from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.errors import ConfigError, MissingApiKey, ToolError, UnknownTool
 from progressive_mcp.redaction import key_problem, redact
@@ -362,8 +363,9 @@ class Surface:
         return answer, not result.held_key
 
     def _cache_key(self, tool: CatalogTool, arguments: dict[str, Any], ctx: CallContext) -> str | None:
-        """The cache key of this call, or None when it must not be cached (no cache, no TTL, a paid answer)."""
-        if self.cache is None or tool.cache_ttl_s <= 0:
+        """The cache key of this call, or None when it must not be cached (no cache, no TTL, a paid answer, a call
+        that is not a read: a POST's answer is an effect, and a repeat must reach the upstream again)."""
+        if self.cache is None or tool.cache_ttl_s <= 0 or http_method(tool) not in CACHEABLE_METHODS:
             return None
         if ctx.entitlement not in (SERVER, LOCAL):
             # A caller's own key on a shared endpoint: that key's answers are kept for that key alone, so
@@ -402,6 +404,8 @@ class Surface:
         assert self.results is not None
         if answer.format == "csv" and isinstance(answer.payload, str):
             body, content_type, suffix = answer.payload.encode("utf-8"), "text/csv; charset=utf-8", "csv"
+        elif answer.format == "text" and isinstance(answer.payload, str):
+            body, content_type, suffix = answer.payload.encode("utf-8"), "text/plain; charset=utf-8", "txt"
         else:
             body, content_type, suffix = dumps(answer.payload).encode("utf-8"), "application/json", "json"
         # Content-addressed: the same answer is stored once however often it is asked for.
