@@ -15,7 +15,7 @@ from pathlib import Path
 
 from progressive_mcp.errors import ProgressiveMCPError
 from progressive_mcp.settings import AUTH_MODES, MODES
-from progressive_mcp.sources import default_spec_path
+from progressive_mcp.sources import default_spec_path, load_catalog
 
 
 def _spec_check(args: argparse.Namespace) -> int:

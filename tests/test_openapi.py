@@ -262,7 +262,13 @@ def test_annotations_follow_the_method(tasks: Any) -> None:
     catalog = tasks[0]
     hints = {t.method: dict(t.annotations) for t in catalog.tools}
     assert hints["GET"]["readOnlyHint"] is True and hints["HEAD"]["readOnlyHint"] is True
-    assert hints["POST"] == {"readOnlyHint": False, "destructiveHint": False, "openWorldHint": True}
+    assert hints["POST"] == {
+        "readOnlyHint": False,
+        "destructiveHint": False,
+        "idempotentHint": False,
+        "openWorldHint": True,
+    }
+    assert hints["GET"] == {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": True}
     assert hints["DELETE"]["destructiveHint"] is True and hints["DELETE"]["idempotentHint"] is True
     assert hints["PUT"]["idempotentHint"] is True
     assert catalog.get("projects_delete").definition()["annotations"]["destructiveHint"] is True

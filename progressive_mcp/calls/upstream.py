@@ -39,7 +39,7 @@ from typing import Any, Literal, Protocol
 from urllib.parse import quote, urlencode
 
 from progressive_mcp.calls.rest import COOKIE_SAFE, FORM, bad_header_text, rest_parts
-from progressive_mcp.catalog import CatalogTool, less_data_options
+from progressive_mcp.catalog import Api, CatalogTool, less_data_options
 from progressive_mcp.errors import (
     MissingApiKey,
     PremiumRequired,
@@ -51,7 +51,6 @@ from progressive_mcp.errors import (
     UpstreamUnavailable,
 )
 from progressive_mcp.redaction import contains, redact, scrub
-from progressive_mcp.sources.spec import Api
 
 logger = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
-from urllib.parse import unquote, urldefrag, urljoin, urlsplit
+from urllib.parse import parse_qsl, unquote, urldefrag, urljoin, urlsplit
 
 import yaml
 from referencing import Registry, Resource, Specification
@@ -52,6 +52,7 @@ from progressive_mcp.catalog import (
     _freeze,
     content_hash,
     input_schema,
+    method_annotations,
 )
 from progressive_mcp.errors import SpecError
 from progressive_mcp.sources.filters import Filter, keep, slug
@@ -71,21 +72,6 @@ MAX_SCHEMA_NODES = 300
 MAX_EXAMPLE_CHARS = 2_000  # an answer's example is kept (for the offline upstream) when it is this small
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_REF_HOPS = 32
-ANNOTATIONS: Mapping[str, Mapping[str, bool]] = MappingProxyType(
-    {
-        "GET": MappingProxyType({"readOnlyHint": True, "destructiveHint": False, "openWorldHint": True}),
-        "HEAD": MappingProxyType({"readOnlyHint": True, "destructiveHint": False, "openWorldHint": True}),
-        "OPTIONS": MappingProxyType({"readOnlyHint": True, "destructiveHint": False, "openWorldHint": True}),
-        "POST": MappingProxyType({"readOnlyHint": False, "destructiveHint": False, "openWorldHint": True}),
-        "PATCH": MappingProxyType({"readOnlyHint": False, "destructiveHint": True, "openWorldHint": True}),
-        "PUT": MappingProxyType(
-            {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": True}
-        ),
-        "DELETE": MappingProxyType(
-            {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": True}
-        ),
-    }
-)
 # Parameters that carry credentials when a document declares security but not as an apiKey scheme (Slack's
 # `token`): the server sends the key itself, so the model never sees or fills them.
 CREDENTIAL_NAMES = frozenset({"authorization", "token", "access_token", "api_key", "apikey", "api-key", "x-api-key"})
@@ -542,7 +528,9 @@ class _Converter:
         self, name: str, method: str, path: str, operation: dict[str, Any], shared: tuple[Any, _At], at: _At
     ) -> tuple[CatalogTool, str]:
         """The tool for one operation, and its category (its tag, or the path's first segment). `shared`: the
-        path item's parameters and their place."""
+        path item's parameters and their place. A path with a query (OpenAI's `/responses/{id}?beta=true`) is
+        routed by its path, and the query's parameters are sent on every call (`fixed`)."""
+        path, _, constant_query = path.partition("?")
         self.budget = [MAX_SCHEMA_NODES]
         built = self._params(path, operation, shared, at)
         op_id = _text(operation, "operationId") or None
@@ -577,7 +565,8 @@ class _Converter:
                 output_schema=_freeze(output) if output is not None else None,
                 method=method,
                 operation=Operation(method, path, op_id, built.body, built.body_type),
-                annotations=ANNOTATIONS.get(method, ANNOTATIONS["POST"]),
+                fixed=MappingProxyType(dict(parse_qsl(constant_query, keep_blank_values=True))),
+                annotations=method_annotations("GET" if method in ("OPTIONS", "TRACE") else method),
             ),
             category,
         )

@@ -15,7 +15,7 @@ from typing import Any
 
 from progressive_mcp.calls.codemode import execute_definition
 from progressive_mcp.calls.stubs import tool_stubs
-from progressive_mcp.catalog import Catalog, CatalogTool, _thaw
+from progressive_mcp.catalog import TOOL_ANNOTATIONS, Catalog, CatalogTool, _thaw
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool
 from progressive_mcp.search.index import SearchIndex
 
@@ -345,7 +345,9 @@ class MetaTools:
 
     def _build_description(self, tool: CatalogTool) -> dict[str, Any]:
         definition = tool.definition()
-        del definition["annotations"]  # the same for every tool; tools/list carries them
+        if tool.annotations == TOOL_ANNOTATIONS:  # a read-only tool, as most are: tools/list says so for all
+            del definition["annotations"]  # (so a catalog of reads spends no tokens on them)
+        # else kept: the model must see that a tool writes or deletes before it calls it through TOOL_CALL
         definition["category"] = tool.category
         definition["content_hash"] = tool.content_hash[:HASH_CHARS]
         return definition
