@@ -12,6 +12,7 @@ catalog written as JSON by `progressive-mcp spec compile`). `load_catalog` tells
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,12 +74,17 @@ def load_catalog_with_report(
 
 def _sniff(path: Path) -> tuple[str, object]:
     """Which source reads this file: "openapi", "compiled" or "spec", and the parsed JSON when it was parsed
-    to find out (a JSON document's keys can come in any order)."""
+    to find out. Cheap for the common cases (a cold start pays for it): a compiled catalog starts with its
+    format key, a spec is parsed only by its own loader, and a JSON text is parsed here only when it has an
+    `openapi`/`swagger` key somewhere (a JSON document's keys can come in any order)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return "spec", None  # the spec loader says what is wrong with it
-    if text.lstrip().startswith("{"):
+    stripped = text.lstrip()
+    if not stripped.startswith("{"):
+        return ("openapi" if _YAML_OPENAPI.search(text) else "spec"), None
+    if stripped.startswith('{"progressive_mcp_catalog"') or _JSON_OPENAPI.search(text):
         try:
             data = json.loads(text)
         except ValueError:
@@ -87,10 +93,12 @@ def _sniff(path: Path) -> tuple[str, object]:
             return "compiled", data
         if isinstance(data, dict) and ("openapi" in data or "swagger" in data):
             return "openapi", data
-        return "spec", None
-    from progressive_mcp.sources.openapi import looks_like_openapi  # cheap: a regex over the text
+    return "spec", None
 
-    return ("openapi" if looks_like_openapi(text) else "spec"), None
+
+# An OpenAPI document's top-level `openapi:`/`swagger:` key (YAML: at column 0), or such a key anywhere in JSON.
+_YAML_OPENAPI = re.compile(r"^(openapi|swagger)\s*:", re.MULTILINE)
+_JSON_OPENAPI = re.compile(r'"(openapi|swagger)"\s*:')
 
 
 def filter_catalog(catalog: Catalog, include: Terms, exclude: Terms, *, source: str = "--include/--exclude") -> Catalog:
