@@ -347,3 +347,31 @@ async def test_the_readme_walk_through_on_a_downloaded_document(tmp_path: Path) 
         (request,) = upstream.requests
         assert request.raw_path.split("?")[0] == "/v1/artists/0TnOYISbd1XYRBk9myaseg/top-tracks"
         assert request.header("authorization") == "Bearer ***" and request.status == 200
+
+
+@needs_shared
+@pytest.mark.anyio
+async def test_digitalocean_over_http_with_the_sdk_client() -> None:
+    """The largest document (659 operations over ~2,900 files) behind the serve stack, driven by the SDK client."""
+    document = REAL["digitalocean"]
+    catalog = load_catalog(document)
+    with RestUpstream(catalog, api_key=KEY) as upstream:
+        settings = Settings.from_env({}, spec_path=document, upstream_url=upstream.url, cache=False)
+        with LocalServer(make_handler(Endpoint.from_settings(settings)), port=0) as server:
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}, timeout=30) as client,
+                Client(streamable_http_client(server.url, http_client=client), mode="2026-07-28") as session,
+            ):
+                assert [t.name for t in (await session.list_tools()).tools] == list(META_TOOL_NAMES)
+                found = await session.call_tool("TOOL_SEARCH", {"query": "list all droplets"})
+                assert "droplets_list" in [r["name"] for r in found.structured_content["results"]]
+                got = await session.call_tool("TOOL_GET", {"tool_name": "droplets_get"})
+                assert got.structured_content["tools"][0]["inputSchema"]["required"] == ["droplet_id"]
+                called = await session.call_tool(
+                    "TOOL_CALL", {"tool_name": "droplets_get", "arguments": {"droplet_id": 3164444}}
+                )
+                assert not called.is_error, text_of(called)
+                assert "droplet" in called.structured_content["data"]
+        (request,) = upstream.requests
+        assert (request.method, request.raw_path) == ("GET", "/v2/droplets/3164444")
+        assert request.header("authorization") == "Bearer ***" and request.status == 200
