@@ -57,9 +57,8 @@ def tasks() -> Any:
 def test_a_split_document_loads_with_its_report(tasks: Any) -> None:
     catalog, report = tasks
     assert report.version == "3.0.3"
-    assert (report.operations, report.tools, len(catalog)) == (10, 8, 8)
+    assert (report.operations, report.tools, len(catalog)) == (10, 9, 9)
     skipped = {s.operation: s.reason for s in report.skipped}
-    assert "file uploads are not supported" in skipped["POST /tasks/{task_id}/attachments (attachments_upload)"]
     # A $ref that does not resolve names the operation, the JSON pointer and the file it wanted.
     reason = skipped["GET /tasks/{task_id}/watchers (watchers_list)"]
     assert "#/paths/~1tasks~1{task_id}~1watchers/get/parameters/0/schema" in reason
@@ -287,11 +286,13 @@ def test_swagger_2_documents_load_natively() -> None:
     create = catalog.get("notes_create")  # an in: body parameter with a plain object: flattened
     assert create.operation.body == "members"
     assert schema_of(catalog, "notes_create")["properties"]["pinned"]["type"] == ["boolean", "null"]  # x-nullable
-    share = catalog.get("notes_share")  # formData
-    assert share.operation.body_type == "application/x-www-form-urlencoded"
-    assert {p.name for p in share.params} == {"note_id", "email"}  # the optional file field is left out
-    skipped = {s.operation: s.reason for s in report.skipped}
-    assert "file upload" in skipped["POST /notes/{note_id}/image (notes_image)"]
+    share = catalog.get("notes_share")  # formData with a file: a multipart form, the file as base64
+    assert share.operation.body_type == "multipart/form-data"
+    assert {p.name for p in share.params} == {"note_id", "email", "card"}
+    assert dict(share.param("card").schema) == {"type": "string", "contentEncoding": "base64"}
+    image = catalog.get("notes_image")
+    assert image.operation.body_type == "multipart/form-data" and image.param("image").required
+    assert report.skipped == []
 
 
 def test_yaml_is_read_as_yaml_1_2() -> None:
@@ -398,7 +399,7 @@ def test_filters_by_method_tag_path_and_name() -> None:
         return {t.name for t in load_catalog(TASKS, include=include, exclude=exclude).tools}
 
     assert names("method:GET") == {"projects_list", "projects.get", "get_projects_project_id_tasks"}
-    assert names("tag:tasks") == {"get_projects_project_id_tasks", "comments_add_v2_new"}
+    assert names("tag:tasks") == {"get_projects_project_id_tasks", "comments_add_v2_new", "attachments_upload"}
     assert names("path:/projects/*", "method:DELETE,method:PUT") == {"projects.get", "get_projects_project_id_tasks"}
     assert names("projects_*", "projects_create") == {"projects_list", "projects_replace", "projects_delete"}
     with pytest.raises(SpecError, match="leave no tool"):
@@ -431,7 +432,7 @@ def test_compiled_catalogs_round_trip_without_the_openapi_tooling(tmp_path: Path
         "'progressive_mcp.sources.spec') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", probe, str(compiled)], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "8 []"
+    assert out.stdout.strip() == "9 []"
 
 
 def test_a_compiled_catalog_from_another_version_is_refused(tmp_path: Path, tasks: Any) -> None:
@@ -471,15 +472,14 @@ def test_every_real_document_loads_and_every_operation_is_accounted_for(real: di
         lines.append(f"{name}: {report.operations} operations / {len(catalog)} tools / {len(report.skipped)} skipped")
         for skipped in report.skipped:
             lines.append(f"    skipped {skipped.operation}: {skipped.reason}")
-            # The only operations left out are those that can only be called with a file upload.
-            assert "file uploads are not supported" in skipped.reason or "file upload" in skipped.reason
         names = [t.name for t in catalog.tools]
         assert len(set(n.casefold() for n in names)) == len(names)
         assert all(TOOL_NAME.match(n) for n in names)
         assert all(len(t.summary) <= 120 for t in catalog.tools)
     print("\n" + "\n".join(lines))
     counts = {name: (len(c), len(r.skipped)) for name, (c, r) in real.items()}
-    assert counts == {"spotify": (96, 1), "slack": (174, 0), "openai": (280, 8), "digitalocean": (658, 1)}
+    # Every operation is a tool (file uploads too: their files are base64 arguments).
+    assert counts == {"spotify": (97, 0), "slack": (174, 0), "openai": (288, 0), "digitalocean": (659, 0)}
 
 
 @needs_shared

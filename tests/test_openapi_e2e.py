@@ -6,6 +6,7 @@ into their segments), the query, headers and body given, and the credentials whe
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
@@ -229,6 +230,8 @@ def arguments_for(tool: CatalogTool) -> dict[str, Any]:
         if not param.required and param is not optional_query:
             continue
         value = sample_value(_thaw(param.schema or {"type": param.type}), f"{tool.name}.{param.name}")
+        if param.schema is not None and param.schema.get("contentEncoding") == "base64":  # a file's content
+            value = base64.b64encode(f"file of {tool.name}".encode()).decode()
         if (
             param.location == "path"
             and param.type == "string"
@@ -286,6 +289,12 @@ def test_sampled_operations_of_each_real_document_reach_the_upstream_as_document
                 assert json.loads(request.body) == args["body"]
             elif operation.body == "members" and operation.body_type == "application/json" and body_args:
                 assert json.loads(request.body) == body_args
+            elif operation.body == "members" and operation.body_type == "multipart/form-data" and body_args:
+                for param in tool.params:  # each member a part; a file's part holds its decoded bytes
+                    if param.location == "body" and param.name in args:
+                        assert f'name="{param.upstream_name}"'.encode() in request.body
+                        if param.schema is not None and param.schema.get("contentEncoding") == "base64":
+                            assert base64.b64decode(args[param.name]) in request.body
             elif operation.body == "members" and body_args:
                 sent = dict(parse_qsl(request.body.decode()))
                 for key, value in body_args.items():
@@ -321,8 +330,7 @@ async def test_the_readme_walk_through_on_a_downloaded_document(tmp_path: Path) 
         check=False,
     )
     assert check.returncode == 0, check.stderr
-    assert "97 operations → 96 tools, 1 skipped" in check.stdout
-    assert "skipped PUT /playlists/{playlist_id}/images" in check.stdout
+    assert "97 operations → 97 tools in 15 categories" in check.stdout
     with RestUpstream(load_catalog(document), api_key=KEY) as upstream:
         params = StdioServerParameters(
             command=sys.executable,
@@ -375,3 +383,48 @@ async def test_digitalocean_over_http_with_the_sdk_client() -> None:
         (request,) = upstream.requests
         assert (request.method, request.raw_path) == ("GET", "/v2/droplets/3164444")
         assert request.header("authorization") == "Bearer ***" and request.status == 200
+
+
+def test_file_uploads_go_as_multipart_forms_and_raw_bodies(upstream: RestUpstream) -> None:
+    """A file argument is base64 in the call and bytes on the wire: a multipart part, or the whole raw body."""
+    surface = Surface.from_settings(
+        Settings.from_env({}, spec_path=TASKS, upstream_url=upstream.url, cache=False), catalog=upstream.catalog
+    )
+    ctx = CallContext(api_key=KEY)
+    content = bytes(range(256))
+    upstream.clear_requests()
+    answer = surface.call_tool_wire(
+        "TOOL_CALL",
+        {"tool_name": "attachments_upload", "arguments": {"task_id": 3, "file": base64.b64encode(content).decode()}},
+        ctx,
+    )
+    assert not answer.get("isError"), answer
+    (request,) = upstream.requests
+    assert request.raw_path == "/api/v1/tasks/3/attachments"
+    assert request.header("content-type").startswith("multipart/form-data; boundary=")
+    assert b'Content-Disposition: form-data; name="file"; filename="file"' in request.body
+    assert content in request.body
+    refused = surface.call_tool_wire(
+        "TOOL_CALL", {"tool_name": "attachments_upload", "arguments": {"task_id": 3, "file": "not base64!"}}, ctx
+    )
+    assert refused["isError"] and "not valid base64" in refused["content"][0]["text"]
+
+
+@needs_shared
+def test_a_raw_image_body_is_sent_as_its_bytes() -> None:
+    catalog = load_catalog(REAL["spotify"])
+    tool = catalog.get("upload-custom-playlist-cover")
+    assert tool.operation.body == "whole" and tool.operation.body_type == "image/jpeg"
+    image = b"\xff\xd8\xff\xe0fake-jpeg"
+    with RestUpstream(catalog, api_key=KEY) as server:
+        surface = Surface.from_settings(
+            Settings.from_env({}, spec_path=REAL["spotify"], upstream_url=server.url, cache=False), catalog=catalog
+        )
+        arguments = {"playlist_id": "3cEYpjA9oz9GiPac4AsH4n", "body": base64.b64encode(image).decode()}
+        answer = surface.call_tool_wire(
+            "TOOL_CALL", {"tool_name": tool.name, "arguments": arguments}, CallContext(api_key=KEY)
+        )
+        assert not answer.get("isError"), answer
+        (request,) = server.requests
+    assert (request.method, request.raw_path) == ("PUT", "/v1/playlists/3cEYpjA9oz9GiPac4AsH4n/images")
+    assert request.header("content-type") == "image/jpeg" and request.body == image

@@ -12,6 +12,8 @@ upstream client. Example::
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -38,6 +40,8 @@ FRAMING_HEADERS = frozenset(
 )
 FORM = "application/x-www-form-urlencoded"
 JSON_TYPE = "application/json"
+MULTIPART = "multipart/form-data"
+OCTETS = "application/octet-stream"
 _PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
 # A cookie value may hold every visible ASCII character but `"` `,` `;` `\` (RFC 6265 cookie-octet); `%` is
 # encoded too, so that the encoding can be undone.
@@ -257,11 +261,44 @@ def request_body(
         value = arguments.get(body_params[0].name) if body_params else None
         if value is None:
             return None, None
+        if body_params and _base64(body_params[0]) and not operation.body_type.lower().startswith(("text/",)):
+            return _decoded(tool, body_params[0], value), operation.body_type  # a raw binary body (an image)
     elif operation.body == "members":
+        if operation.body_type.lower().startswith(MULTIPART):
+            return multipart_body(tool, [(p, arguments[p.name]) for p in body_params if p.name in arguments])
         value = {p.upstream_name: arguments[p.name] for p in body_params if p.name in arguments}
     else:
         return None, None
     return encode_body(tool, operation.body_type, value)
+
+
+def multipart_body(tool: CatalogTool, members: list[tuple[Param, Any]]) -> tuple[bytes, str]:
+    """A multipart/form-data body: file members (base64 strings in the arguments) as file parts of their decoded
+    bytes, the others as fields (lists repeated, nested values as JSON text). Encoded by httpx, the HTTP library
+    the calls go through (a part without a filename is a plain field), so boundary and quoting are its own."""
+    import httpx  # already imported by the first upstream call
+
+    parts: list[tuple[str, tuple[str | None, str | bytes, str | None]]] = []
+    for param, value in members:
+        if _base64(param):
+            parts.append((param.upstream_name, (param.upstream_name, _decoded(tool, param, value), OCTETS)))
+        else:
+            parts += [(name, (None, text, None)) for name, text in form_pairs({param.upstream_name: value})]
+    request = httpx.Request("POST", "http://multipart.invalid/", files=parts)
+    return request.read(), request.headers["content-type"]
+
+
+def _base64(param: Param) -> bool:
+    return param.schema is not None and param.schema.get("contentEncoding") == "base64"
+
+
+def _decoded(tool: CatalogTool, param: Param, value: Any) -> bytes:
+    if not isinstance(value, str):
+        raise _invalid(tool, f"{param.name} is a file's content: give it as a base64 string")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise _invalid(tool, f"{param.name} is not valid base64 (a file's content, base64-encoded)") from None
 
 
 def encode_body(tool: CatalogTool, body_type: str, value: Any) -> tuple[bytes, str]:
@@ -274,7 +311,7 @@ def encode_body(tool: CatalogTool, body_type: str, value: Any) -> tuple[bytes, s
         if not isinstance(value, dict):
             raise _invalid(tool, f"the body is sent as a form, so it must be an object, not {type(value).__name__}")
         return urlencode(list(form_pairs(value))).encode("ascii"), FORM
-    if media.startswith("text/"):
+    if media.startswith("text/") or isinstance(value, str):  # XML, SDP, YAML…: the string as it is
         text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
         content_type = body_type if "charset" in body_type.lower() else f"{body_type}; charset=utf-8"
         return text.encode("utf-8"), content_type

@@ -32,7 +32,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
@@ -660,19 +660,19 @@ class _Converter:
         if not isinstance(body, dict) or not isinstance(body.get("content"), dict):
             raise _Problem(f"requestBody needs `content` ({body_at.where(self.refs.root_uri)})")
         content = body["content"]
-        media = next((m for m in content if is_json_media(m)), None)
-        media = media or next((m for m in content if m.startswith("application/x-www-form-urlencoded")), None)
-        if media is None:
-            if body.get("required") is True:
-                kinds = ", ".join(content) or "none"
-                raise _Unsupported(f"its request body is only sent as {kinds} (file uploads are not supported)")
-            return  # an optional body we cannot send: the operation works without it
-        schema_raw = (content[media] or {}).get("schema", {})
-        schema = self.schemas.convert(schema_raw, body_at.child("content", media, "schema"), "request", self.budget)
+        if not content:
+            return
+        media = next((m for m in content if is_json_media(m)), None)  # JSON first, then a form, else the first
+        media = media or next((m for m in content if m.startswith((FORM_MEDIA, MULTIPART_MEDIA))), None)
+        media = media or next(iter(content))
+        entry = content[media] if isinstance(content[media], dict) else {}
+        schema_raw = entry.get("schema", {} if is_json_media(media) or media.startswith(FORM_MEDIA) else None)
+        if schema_raw is None:  # a raw body (an image, a file) has no schema, or just {type: string}
+            schema: dict[str, Any] = {"type": "string"}
+        else:
+            schema = self.schemas.convert(schema_raw, body_at.child("content", media, "schema"), "request", self.budget)
         required = body.get("required") is True
-        description = _text(body, "description")
-        form = not is_json_media(media)
-        self._body(schema, required, description, form, built, taken)
+        self._body(schema, required, _text(body, "description"), media.split(";")[0].strip(), built, taken)
 
     def _swagger_body(
         self,
@@ -686,29 +686,35 @@ class _Converter:
             param, at = body_param
             schema = self.schemas.convert(param.get("schema", {}), at.child("schema"), "request", self.budget)
             description = _text(param, "description")
-            self._body(schema, param.get("required") is True, description, False, built, taken)
+            self._body(schema, param.get("required") is True, description, "application/json", built, taken)
             return
         if not form_params:
             return
         consumes = [str(c) for c in operation.get("consumes") or self.doc.get("consumes") or []]
-        if consumes and not any(c.startswith("application/x-www-form-urlencoded") for c in consumes):
-            raise _Unsupported(f"its form is only sent as {', '.join(consumes)} (file uploads are not supported)")
-        if any(p.get("type") == "file" and p.get("required") is True for p, _ in form_params):
-            raise _Unsupported("it needs a file upload (a multipart form), which is not supported")
-        form_params = [(p, at) for p, at in form_params if p.get("type") != "file"]  # optional files: left out
+        urlencoded = not consumes or any(c.startswith(FORM_MEDIA) for c in consumes)
+        files = any(p.get("type") == "file" for p, _ in form_params)
+        multipart = files or not urlencoded  # a file goes in a multipart form; so does a form that is only that
+        if multipart and consumes and not any(c.startswith(MULTIPART_MEDIA) for c in consumes) and not files:
+            raise _Unsupported(f"its form is only sent as {', '.join(consumes)}, which this server cannot send")
         for param, at in form_params:
             wire = param["name"]
             if self._carries_auth(wire, "query", param):
                 continue
             p = self._param(wire, "body", param, at, taken)
+            if param.get("type") == "file":
+                p = _as_file(p)
             built.params.append(p)
-        built.body, built.body_type = "members", "application/x-www-form-urlencoded"
+        built.body, built.body_type = "members", MULTIPART_MEDIA if multipart else FORM_MEDIA
 
     def _body(
-        self, schema: dict[str, Any], required: bool, description: str, form: bool, built: _Built, taken: set[str]
+        self, schema: dict[str, Any], required: bool, description: str, media: str, built: _Built, taken: set[str]
     ) -> None:
-        """A body as its members (a plain object whose member names are free) or as one `body` argument."""
-        built.body_type = "application/x-www-form-urlencoded" if form else "application/json"
+        """A body as its members (a plain object whose member names are free; a form's always) or as one `body`
+        argument (anything else; a raw body such as an image is a string, base64-encoded when it is binary)."""
+        built.body_type = media
+        form = media.startswith((FORM_MEDIA, MULTIPART_MEDIA))
+        if not form and not is_json_media(media):
+            schema = raw_body_schema(media, schema)
         members = schema.get("properties")
         flat = (
             isinstance(members, dict)
@@ -724,17 +730,16 @@ class _Converter:
             for member, sub in (members or {}).items():
                 sub = dict(sub)
                 text = sub.pop("description", "")
-                built.params.append(
-                    _param_from_schema(
-                        name=argument_name(member, "body", taken),
-                        wire=member,
-                        where="body",
-                        schema=sub,
-                        required=member in needed,
-                        description=text if isinstance(text, str) else "",
-                        deprecated=sub.get("deprecated") is True,
-                    )
+                param = _param_from_schema(
+                    name=argument_name(member, "body", taken),
+                    wire=member,
+                    where="body",
+                    schema=sub,
+                    required=member in needed,
+                    description=text if isinstance(text, str) else "",
+                    deprecated=sub.get("deprecated") is True,
                 )
+                built.params.append(_as_file(param) if media.startswith(MULTIPART_MEDIA) and is_file(sub) else param)
             built.body = "members"
             return
         text = description or schema.get("description") or "The request body."
@@ -798,6 +803,34 @@ class _Converter:
             if isinstance(example, dict) and "value" in example:
                 return example["value"]
         return None
+
+
+FORM_MEDIA = "application/x-www-form-urlencoded"
+MULTIPART_MEDIA = "multipart/form-data"
+BASE64_NOTE = "base64-encoded"
+
+
+def is_file(schema: Mapping[str, Any]) -> bool:
+    """A file's content in a form or body: OpenAPI 3.0's `format: binary`, 3.1's `contentMediaType`, Swagger's
+    `file` type (read as a string by the converter, which keeps its `format` if any)."""
+    return schema.get("format") == "binary" or ("contentMediaType" in schema and "contentEncoding" not in schema)
+
+
+def _as_file(param: Param) -> Param:
+    """A file argument: its content as a base64 string (MCP arguments are JSON), sent as a file part."""
+    schema = {"type": "string", "contentEncoding": "base64"}
+    note = "The file's content, base64-encoded."
+    description = f"{param.description} ({note})" if param.description else note
+    return replace(param, type="string", schema=_freeze(schema), description=description, format=None, enum=None)
+
+
+def raw_body_schema(media: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The `body` argument of a raw body (an image, a file, XML, SDP): text as it is, anything else base64."""
+    base = media.lower()
+    text = base.startswith("text/") or base.endswith(("+xml", "/xml", "/sdp", "/yaml", "/x-yaml"))
+    if text:
+        return {"type": "string", "description": f"The request body ({media})."}
+    return {"type": "string", "contentEncoding": "base64", "description": f"The request body ({media}), {BASE64_NOTE}."}
 
 
 class _Unsupported(_Problem):
