@@ -530,3 +530,36 @@ def test_no_real_document_is_copied_into_the_project() -> None:
         if path.is_file():
             text = path.read_text()
             assert not any(t in text for t in titles), path
+
+
+def test_spec_check_and_compile_from_the_command_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "progressive_mcp.cli", *args]
+        return subprocess.run(command, capture_output=True, text=True, check=False)
+
+    check = cli("spec", "check", str(TASKS))
+    assert check.returncode == 0, check.stderr
+    assert "OpenAPI 3.0.3, 10 operations → 9 tools, 1 skipped in 3 categories" in check.stdout
+    assert "skipped GET /tasks/{task_id}/watchers (watchers_list): $ref" in check.stdout
+    # The fixture $refs a tag description and an operation, as DigitalOcean's document does; OpenAPI 3.0 allows
+    # neither, so the full validator objects (a warning with --validate, a failure with --strict).
+    strict = cli("spec", "check", "--strict", str(TASKS))
+    assert strict.returncode == 1
+    assert (
+        'problem (openapi-spec-validator): #/tags/1/description: {"$ref":"descriptions.yaml#/tasks"}' in strict.stdout
+    )
+    assert cli("spec", "check", "--validate", str(TASKS)).returncode == 0
+    compiled = tmp_path / "tasks.json"
+    made = cli("spec", "compile", str(TASKS), "-o", str(compiled), "--include", "method:GET")
+    assert made.returncode == 0, made.stderr
+    assert "3 tools" in made.stderr
+    assert json.loads(compiled.read_text())["progressive_mcp_catalog"] == 1
+    again = cli("spec", "check", str(compiled))
+    assert again.returncode == 0 and "OK: 3 tools in 2 categories" in again.stdout
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("openapi: 3.0.0\ninfo: {title: T, version: '1'}\npaths: {}\n")
+    failed = cli("spec", "check", str(broken))
+    assert failed.returncode == 1 and "#/paths: the document has no operations" in failed.stderr

@@ -428,3 +428,19 @@ def test_a_raw_image_body_is_sent_as_its_bytes() -> None:
         (request,) = server.requests
     assert (request.method, request.raw_path) == ("PUT", "/v1/playlists/3cEYpjA9oz9GiPac4AsH4n/images")
     assert request.header("content-type") == "image/jpeg" and request.body == image
+
+
+@needs_shared
+def test_a_catalog_with_many_categories_keeps_the_meta_tools_small() -> None:
+    """DigitalOcean's 55 tags are named by TOOL_LIST, not enumerated in its schema (always in context)."""
+    from progressive_mcp.surfaces.metatools import MAX_CATEGORY_ENUM, meta_tool_definitions
+    from progressive_mcp.tokens import count_tokens
+
+    catalog = load_catalog(REAL["digitalocean"])
+    assert len(catalog.categories) > MAX_CATEGORY_ENUM
+    definitions = meta_tool_definitions(catalog)
+    category = definitions[0]["inputSchema"]["properties"]["category"]
+    assert "enum" not in category and "55" in category["description"]
+    assert count_tokens(json.dumps(definitions, separators=(",", ":"))) < 450
+    bundled = meta_tool_definitions(load_catalog())  # 11 categories: still an enum
+    assert len(bundled[0]["inputSchema"]["properties"]["category"]["enum"]) == 11

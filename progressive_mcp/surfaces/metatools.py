@@ -37,6 +37,11 @@ SEARCH_SCHEMA_SHARE = 0.9
 HASH_CHARS = 16
 
 
+# Up to this many categories are listed in TOOL_LIST's `category` enum (Alpha Vantage has 11). A catalog with
+# more (DigitalOcean's 55 tags) names them in TOOL_LIST's answer instead: the enum would be in context always.
+MAX_CATEGORY_ENUM = 24
+
+
 def meta_tool_definitions(catalog: Catalog, tools: tuple[CatalogTool, ...] | None = None) -> list[dict[str, Any]]:
     """MCP definitions (wire shape) of the four meta-tools over `tools` (default: the whole catalog).
 
@@ -56,7 +61,11 @@ def meta_tool_definitions(catalog: Catalog, tools: tuple[CatalogTool, ...] | Non
             "description": f"Browse the {len(offered)} {catalog.api.title} tools by category.",
             "inputSchema": _object(
                 {
-                    "category": {"type": "string", "enum": categories},
+                    "category": (
+                        {"type": "string", "enum": categories}
+                        if len(categories) <= MAX_CATEGORY_ENUM
+                        else {"type": "string", "description": f"One of the {len(categories)} TOOL_LIST names"}
+                    ),
                     "detail": {
                         "type": "string",
                         "enum": list(DETAIL_LEVELS),
