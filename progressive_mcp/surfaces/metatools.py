@@ -10,6 +10,7 @@ that matches its declared `outputSchema`. Example::
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -37,9 +38,17 @@ SEARCH_SCHEMA_SHARE = 0.9
 HASH_CHARS = 16
 
 
-# Up to this many categories are listed in TOOL_LIST's `category` enum (Alpha Vantage has 11). A catalog with
-# more (DigitalOcean's 55 tags) names them in TOOL_LIST's answer instead: the enum would be in context always.
-MAX_CATEGORY_ENUM = 24
+# TOOL_LIST's `category` is an enum while the enum's JSON fits in this many characters, else a description that
+# points at TOOL_LIST's answer (which names them). The four definitions cost 419 cl100k tokens without the enum
+# and the budget is 450, so the enum may take about 31 tokens: 128 characters at ~4 characters a token. Alpha
+# Vantage's 11 categories take 125; Spotify's 15 (152) and DigitalOcean's 55 tags are described instead.
+MAX_CATEGORY_ENUM_CHARS = 128
+
+
+def _category_schema(categories: list[str]) -> dict[str, Any]:
+    if len(json.dumps(categories, separators=(",", ":"))) <= MAX_CATEGORY_ENUM_CHARS:
+        return {"type": "string", "enum": categories}
+    return {"type": "string", "description": f"One of the {len(categories)} TOOL_LIST names"}
 
 
 def meta_tool_definitions(catalog: Catalog, tools: tuple[CatalogTool, ...] | None = None) -> list[dict[str, Any]]:
@@ -61,11 +70,7 @@ def meta_tool_definitions(catalog: Catalog, tools: tuple[CatalogTool, ...] | Non
             "description": f"Browse the {len(offered)} {catalog.api.title} tools by category.",
             "inputSchema": _object(
                 {
-                    "category": (
-                        {"type": "string", "enum": categories}
-                        if len(categories) <= MAX_CATEGORY_ENUM
-                        else {"type": "string", "description": f"One of the {len(categories)} TOOL_LIST names"}
-                    ),
+                    "category": _category_schema(categories),
                     "detail": {
                         "type": "string",
                         "enum": list(DETAIL_LEVELS),
