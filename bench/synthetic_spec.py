@@ -277,6 +277,9 @@ def _real_spec_text() -> str:
 def _real_spec() -> dict[str, Any]:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     data: dict[str, Any] = yaml.load(_real_spec_text(), Loader=loader)
+    if isinstance(data.get("search", {}).get("vocabulary"), str):  # inlined: the spec may be written anywhere
+        vocabulary = (REAL_SPEC.parent / data["search"]["vocabulary"]).read_text(encoding="utf-8")
+        data["search"] = {"vocabulary": yaml.load(vocabulary, Loader=loader)}
     return data
 
 

@@ -164,6 +164,10 @@ class AssetInputs:
         for relative in self.source_files():
             add(relative.as_posix(), (self.root / relative).read_bytes())
         add(f"spec {self.spec.name}", self.spec.read_bytes())
+        # Files beside the spec that it may name (a search vocabulary, an OpenAPI document's split parts).
+        for sibling in sorted(self.spec.parent.iterdir()):
+            if sibling != self.spec and sibling.is_file() and sibling.suffix in (".yaml", ".yml", ".json"):
+                add(f"beside the spec {sibling.name}", sibling.read_bytes())
         return digest.hexdigest()
 
     @property

@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from progressive_mcp.errors import UnknownTool
+from progressive_mcp.search.vocabulary import EMPTY, Vocabulary
 
 TOOL_ANNOTATIONS: Mapping[str, bool] = MappingProxyType(
     {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": True}
@@ -210,13 +211,21 @@ class Catalog:
     tools: tuple[CatalogTool, ...]
     version: str
     _by_name: Mapping[str, CatalogTool] = field(repr=False)
+    # What the catalog adds to English for search (a spec's `search.vocabulary`); empty for most catalogs.
+    vocabulary: Vocabulary = field(default=EMPTY, repr=False, compare=False)
     # Case-folded name → tool, for names no other tool shares once case is ignored.
     _by_folded_name: Mapping[str, CatalogTool] = field(default_factory=dict, repr=False, compare=False)
     _validators: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _validators_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
-    def build(cls, api: Api, categories: Mapping[str, str], tools: tuple[CatalogTool, ...]) -> Catalog:
+    def build(
+        cls,
+        api: Api,
+        categories: Mapping[str, str],
+        tools: tuple[CatalogTool, ...],
+        vocabulary: Vocabulary = EMPTY,
+    ) -> Catalog:
         """A catalog of `tools` (what a source has made), with its lookups and version."""
         folded: dict[str, list[CatalogTool]] = {}
         for tool in tools:
@@ -228,6 +237,7 @@ class Catalog:
             version=catalog_version(tools),
             _by_name=MappingProxyType({t.name: t for t in tools}),
             _by_folded_name=MappingProxyType({k: v[0] for k, v in folded.items() if len(v) == 1}),
+            vocabulary=vocabulary,
         )
 
     def __contains__(self, name: object) -> bool:

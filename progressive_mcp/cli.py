@@ -69,6 +69,9 @@ def _spec_compile(args: argparse.Namespace) -> int:
         text = dumps(catalog) + "\n"
     else:  # our own format stays itself, as JSON (it loads through the same validation as the YAML)
         data = yaml.load(source.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        if isinstance(data.get("search"), dict) and isinstance(data["search"].get("vocabulary"), str):
+            # The vocabulary file goes inside: the JSON is read without the folder it came from.
+            data["search"] = {"vocabulary": dict(catalog.vocabulary.data)}
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
     if args.output in (None, "-"):
         sys.stdout.write(text)

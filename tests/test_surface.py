@@ -16,7 +16,7 @@ from progressive_mcp.errors import ConfigError, UnknownTool
 from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.report import BUDGETS, measure_tokens
 from progressive_mcp.search import index as search_module
-from progressive_mcp.search.index import STOP_TERMS, SearchIndex, _bigrams, _ToolTexts, stem, tokenize
+from progressive_mcp.search.index import SearchIndex, _bigrams, _ToolTexts, reading_for
 from progressive_mcp.sources import load_catalog
 from progressive_mcp.sources.spec import build_catalog
 from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
@@ -158,7 +158,7 @@ def test_tool_search_spell_check_skips_words_longer_than_any_catalog_word(
     catalog: Catalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A word of n letters has n deletions of n-1 letters each: a 100,000-letter query took ~40 s (O(n²))."""
-    index = SearchIndex(catalog.in_categories(None))
+    index = SearchIndex(catalog.in_categories(None), catalog.vocabulary)
     assert [h.name for h in index.search("relative strenght index")][:1] == ["RSI"]  # builds the typo index
     longest = max(len(term) for term in index._postings)
     spelled: list[int] = []
@@ -264,7 +264,7 @@ def test_tool_search_knows_questions_no_data_tool_answers(
     surface: Surface, catalog: Catalog, query: str, reason: str
 ) -> None:
     assert best_tool(surface, query) is None
-    off_topic = SearchIndex(catalog.tools).rank(query).off_topic
+    off_topic = SearchIndex(catalog.tools, catalog.vocabulary).rank(query).off_topic
     assert off_topic is not None and reason in off_topic
 
 
@@ -283,7 +283,7 @@ def test_tool_search_question_rules_leave_look_ups_alone(surface: Surface, query
 
 
 def test_tool_search_another_countrys_figure_is_no_match_not_a_wrong_tool(catalog: Catalog) -> None:
-    index = SearchIndex(catalog.tools)
+    index = SearchIndex(catalog.tools, catalog.vocabulary)
     ranking = index.rank("Australian 10 year government bond yield")
     assert ranking.scores == [] and ranking.off_topic is not None and "US" in ranking.off_topic
     assert index.rank("US 10 year government bond yield").scores[0][0] == [t.name for t in catalog.tools].index(
@@ -303,13 +303,15 @@ def test_tool_search_scores_are_shares_of_the_query(surface: Surface) -> None:
 
 
 def indexed_terms(text: str) -> list[str]:
-    """A tool text's terms the plain way, from `tokenize` (what the index build must reproduce)."""
+    """A tool text's terms the plain way, from `tokenize` (what the index build must reproduce), read with the
+    bundled catalog's vocabulary (its phrases, spacing words and abbreviations)."""
+    reading = reading_for(load_catalog().vocabulary)
     terms: list[str] = []
-    for token in tokenize(text):
-        if token.lower in STOP_TERMS or token.term.isdigit():
+    for token in reading.tokenize(text):
+        if token.lower in reading.stop_terms or token.term.isdigit():
             continue
         if "." in token.term:
-            terms += [stem(part) for part in token.term.split(".") if part and not part.isdigit()]
+            terms += [reading.stem(part) for part in token.term.split(".") if part and not part.isdigit()]
         else:
             terms.append(token.term)
     return terms
@@ -327,7 +329,7 @@ def indexed_terms(text: str) -> list[str]:
     ],
 )
 def test_index_reads_a_fields_texts_as_one_the_same_as_one_by_one(texts: tuple[str, ...]) -> None:
-    terms, pairs = _ToolTexts()(texts)
+    terms, pairs = _ToolTexts(reading_for(load_catalog().vocabulary))(texts)
     assert terms == [t for text in texts for t in indexed_terms(text)]
     assert pairs == [p for text in texts for p in _bigrams(indexed_terms(text))]
 
@@ -337,7 +339,7 @@ def test_index_build_leaves_garbage_collection_as_it_was(catalog: Catalog, enabl
     was = gc.isenabled()
     try:
         gc.enable() if enabled else gc.disable()
-        SearchIndex(catalog.tools)
+        SearchIndex(catalog.tools, catalog.vocabulary)
         assert gc.isenabled() is enabled
     finally:
         gc.enable() if was else gc.disable()
@@ -345,7 +347,7 @@ def test_index_build_leaves_garbage_collection_as_it_was(catalog: Catalog, enabl
 
 @pytest.mark.parametrize("query", ["price of anything today", "daily stock data", "give me aapl price", "stok prise"])
 def test_ranking_that_skips_low_scores_keeps_the_same_best_tools(catalog: Catalog, query: str) -> None:
-    index = SearchIndex(catalog.tools)
+    index = SearchIndex(catalog.tools, catalog.vocabulary)
     every_category = frozenset(catalog.categories)  # the same tools, each one scored and compared
     for limit in (1, 5):
         assert index.rank(query, limit=limit).scores == index.rank(query, limit=limit, categories=every_category).scores

@@ -23,6 +23,7 @@ import heapq
 import itertools
 import math
 import re
+import threading
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
@@ -34,6 +35,7 @@ from typing import NamedTuple
 
 from progressive_mcp.catalog import CatalogTool
 from progressive_mcp.search import vocabulary as vocab
+from progressive_mcp.search.vocabulary import EMPTY, Hint, Vocabulary
 
 # --- how tools are indexed (BM25F) ---------------------------------------------------------------------------------
 # Where a word is found says how much the tool is about it.
@@ -60,25 +62,18 @@ FIELD_B: dict[str, float] = {
     "param_text": 0.5,
 }
 K1 = 1.2  # term-frequency saturation
-# A tool whose summary names the US as its scope ("Monthly US unemployment rate") has no data for other countries
-# (a price unit such as "US cents per pound" is not a scope).
-US_ONLY = re.compile(r"\bUS\b(?!\s+(?:cents|dollars?)\b)")
 
 # --- how a query is read -----------------------------------------------------------------------------------------
 SYNONYM_FACTOR = 0.7  # a synonym counts this much of the word the user typed
 FUZZY_FACTOR = 0.8  # a misspelt word, read as the catalog word one edit away
-ENTITY_WEIGHT = 0.2  # tickers and company names say what to look up, barely which tool
-SINGLE_CURRENCY_WEIGHT = 0.5  # one currency named; two (a pair) are a full-weight exchange-rate signal
-US_WEIGHT = 0.3  # "US", "American", a state: fits the US-only series, never decides alone
-NOW_WEIGHT = 0.3  # "right now", "live", "latest": leans towards quotes, spot prices and current rates
-PAST_WEIGHT = 0.2  # a year, a month, "yesterday": leans towards history
+ENTITY_WEIGHT = 0.2  # a name (a ticker, a company, a capitalised word no tool knows) says what, barely which tool
 UNKNOWN_WEIGHT = 0.8  # a content word no tool knows counts against the match this much (of a rare word's weight)
-OUT_OF_SCOPE_WEIGHT = 1.5  # the same for a subject the catalog is known to lack (vocabulary.OUT_OF_SCOPE)
+OUT_OF_SCOPE_WEIGHT = 1.5  # the same for a subject the catalog is known to lack (`Vocabulary.out_of_scope`)
 
 # --- how tools are ranked ----------------------------------------------------------------------------------------
 BIGRAM_WEIGHT = 0.5  # two query words found side by side in a tool text: a bonus on top of the words themselves
 NAME_BONUS = 0.1  # a tool whose whole name the query says scores up to this much more (MACD, not MACDEXT)
-PRESENT_PRIOR = 0.05  # no date, no "now": a faint lean to live tools and away from their historical twins
+PRESENT_PRIOR = 0.05  # no date, no "now": a faint lean to live tools and away from their past twins (`tense`)
 PREMIUM_FACTOR = 0.9  # between two tools that fit alike, the one a free key can call is the better answer
 LIGHT_TAIL = 0.3  # a light concept (weight < 1) skips tools it fits at less than this share of its best fit
 MIN_SHARE_OF_BEST = 0.3  # hits far below the best one are noise for the agent
@@ -90,8 +85,6 @@ MIN_SHARE_OF_BEST = 0.3  # hits far below the best one are noise for the agent
 MIN_CONFIDENCE = 0.5
 COVERAGE_DEPTH = 5
 MATCH_QUALITY = 0.5  # for coverage, a word found once in a description already counts as answered
-
-STOP_TERMS = vocab.STOPWORDS | vocab.TIME_FILLER
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,84 +148,200 @@ class Ranking:
 # --- text to terms ---------------------------------------------------------------------------------------------
 
 
-def tokenize(text: str) -> list[Token]:
-    """The words of a text with their indexed forms: UPPER_SNAKE names split, 'P/E' and 'S&P' kept whole, '5min'
-    read as 'minute', 'day by day' as 'daily', '+DI' as 'plus di'. Stopwords are kept (callers drop them)."""
-    raws = _TOKEN.findall(_normalise(text))
-    lowers = [raw.lower() for raw in raws]
-    tokens: list[Token] = []
-    done = 0
-    for start, size, term in _phrases(lowers):
-        tokens += _tokens(raws[done:start], lowers[done:start])
-        lower = " ".join(lowers[start : start + size])
-        # A fixed phrase ('after hours') keeps the words as typed; the others read them lower-cased.
-        raw = " ".join(raws[start : start + size]) if (lowers[start], lowers[start + 1]) in _PHRASES else lower
-        tokens.append(Token(raw, lower, term))
-        done = start + size
-    tokens += _tokens(raws[done:], lowers[done:])
-    return tokens
+class Reading:
+    """How texts become terms for one vocabulary: English rules plus what the catalog's `Vocabulary` adds (word
+    forms, phrases, abbreviations, filler words). Each word is read once per reading (cached); one reading per
+    vocabulary is shared (`reading_for`)."""
 
+    def __init__(self, vocabulary: Vocabulary = EMPTY) -> None:
+        self.vocabulary = vocabulary
+        self.word_forms = {**vocab.WORD_FORMS, **vocabulary.word_forms}
+        self.stop_terms = vocab.STOPWORDS | vocabulary.filler
+        self.spacing = vocabulary.spacing
+        self.phrases: dict[tuple[str, ...], str] = {tuple(k.split()): v for k, v in vocabulary.phrases.items()}
+        self._phrase_sizes = sorted({len(k) for k in self.phrases}, reverse=True)
+        spacing_starts = {"each", "every", "per", *vocab.UNIT_WORDS} if self.spacing else set()
+        # The words a phrase can start with; and the words every phrase holds one of ('by' for 'day by day').
+        self._phrase_words = frozenset({k[0] for k in self.phrases} | spacing_starts)
+        self._phrase_markers = frozenset(
+            {k[0] for k in self.phrases} | ({"each", "every", "per", "by"} if self.spacing else set())
+        )
+        self._abbreviations = {k: f" {v} " for k, v in vocabulary.abbreviations.items()}
+        self._spelled_out = (
+            re.compile(
+                r"(?<![a-z0-9])(?:" + "|".join(map(re.escape, self._abbreviations)) + r")(?![a-z0-9])", re.IGNORECASE
+            )
+            if self._abbreviations
+            else None
+        )
+        signed = sorted(w for w in vocabulary.signed_words if len(w) <= 3)
+        self._signed = vocabulary.signed_words
+        self._signed_direction = (
+            re.compile(r"(?<![a-z0-9])([+-])(" + "|".join(map(re.escape, signed)) + r")\b", re.IGNORECASE)
+            if signed
+            else None
+        )
+        self._stems: dict[str, str] = {}
+        self._terms: dict[str, tuple[str, ...]] = {}
+        self.words = _WordTerms(self)
 
-def _tokens(raws: list[str], lowers: list[str]) -> list[Token]:
-    return [Token(raw, lower, term) for raw, lower in zip(raws, lowers, strict=True) for term in _terms_of(lower)]
+    def tokenize(self, text: str) -> list[Token]:
+        """The words of a text with their indexed forms: UPPER_SNAKE names split, 'P/E' and 'S&P' kept whole,
+        '5min' read as 'minute', the vocabulary's phrases as one term. Stopwords are kept (callers drop them)."""
+        raws = _TOKEN.findall(self.normalise(text))
+        lowers = [raw.lower() for raw in raws]
+        tokens: list[Token] = []
+        done = 0
+        for start, size, term, fixed in self.phrases_of(lowers):
+            tokens += self._tokens(raws[done:start], lowers[done:start])
+            lower = " ".join(lowers[start : start + size])
+            # A fixed phrase ('after hours') keeps the words as typed; the others read them lower-cased.
+            raw = " ".join(raws[start : start + size]) if fixed else lower
+            tokens.append(Token(raw, lower, term))
+            done = start + size
+        tokens += self._tokens(raws[done:], lowers[done:])
+        return tokens
 
+    def _tokens(self, raws: list[str], lowers: list[str]) -> list[Token]:
+        terms_of = self.terms_of
+        return [Token(raw, lower, term) for raw, lower in zip(raws, lowers, strict=True) for term in terms_of(lower)]
 
-def _normalise(text: str) -> str:
-    """The rewrites before words are split; each regex runs only on a text holding the characters it needs."""
-    text = text.replace("_", " ").replace("’", "'")
-    if ".s" in text or ".S" in text:
-        text = _US_DOTTED.sub(" US ", text)
-    if "-d" in text or "+d" in text or "-D" in text or "+D" in text:
-        text = _SIGNED_DIRECTION.sub(lambda m: (" plus " if m.group(1) == "+" else " minus ") + m.group(2), text)
-    if "&" in text:
-        text = _SPELLED_OUT.sub(lambda m: _ABBREVIATIONS[m.group(0).lower()], text)
-    if "&" in text or "/" in text:
-        text = _ABBREVIATION_JOIN.sub(r"\1\2", text)
-    if "'" in text:
-        text = _APOSTROPHE.sub("", text) if "'s" in text else text.replace("'", "")
-    return text
+    def normalise(self, text: str) -> str:
+        """The rewrites before words are split; each regex runs only on a text holding the characters it needs."""
+        text = text.replace("_", " ").replace("’", "'")
+        if not text.islower():
+            text = _CAMEL.sub(" ", text)  # getTopTracks, listRepositoriesV2, HTTPServer: words of their own
+        if ".s" in text or ".S" in text:
+            text = _US_DOTTED.sub(" US ", text)
+        if self._signed_direction and ("-" in text or "+" in text):
+            text = self._signed_direction.sub(
+                lambda m: (" plus " if m.group(1) == "+" else " minus ") + m.group(2), text
+            )
+        if self._spelled_out and "&" in text:
+            text = self._spelled_out.sub(lambda m: self._abbreviations[m.group(0).lower()], text)
+        if "&" in text or "/" in text:
+            text = _ABBREVIATION_JOIN.sub(r"\1\2", text)
+        if "'" in text:
+            text = _APOSTROPHE.sub("", text) if "'s" in text else text.replace("'", "")
+        return text
 
+    def lower_words(self, text: str, *, apart: bool = False) -> list[str]:
+        """The lower-case words of a text, as `tokenize` reads them (without the per-word tokens); with `apart`,
+        each `_APART` in the text is a word too."""
+        text = self.normalise(text)
+        words = _TOKEN_OR_APART if apart else _TOKEN
+        if not text.isascii():
+            return [raw.lower() for raw in words.findall(text)]
+        text = text.lower()  # lower-casing ASCII changes no word boundary (a few other letters grow when lowered)
+        if apart and "%" not in text and not _DOT_LETTER.search(text):
+            return text.translate(_PLAIN_WORDS).split()  # no dotted ticker, no '%': words are runs of letters/digits
+        return words.findall(text)
 
-def _lower_words(text: str, *, apart: bool = False) -> list[str]:
-    """The lower-case words of a text, as `tokenize` reads them (without the per-word tokens); with `apart`, each
-    `_APART` in the text is a word too."""
-    text = _normalise(text)
-    words = _TOKEN_OR_APART if apart else _TOKEN
-    if not text.isascii():
-        return [raw.lower() for raw in words.findall(text)]
-    text = text.lower()  # lower-casing ASCII changes no word boundary (a few other letters grow when lowered)
-    if apart and "%" not in text and not _DOT_LETTER.search(text):
-        return text.translate(_PLAIN_WORDS).split()  # no dotted ticker, no '%': words are runs of letters and digits
-    return words.findall(text)
+    def terms_of(self, lower: str) -> tuple[str, ...]:
+        """The indexed form(s) of one lower-case word: '5min' -> minute, 'q3' -> quarter, 'fy2025' -> fiscal year."""
+        found = self._terms.get(lower)
+        if found is None:
+            found = self._terms[lower] = self._read_word(lower)
+        return found
 
-
-@lru_cache(maxsize=16384)
-def _terms_of(lower: str) -> tuple[str, ...]:
-    """The indexed form(s) of one lower-case word: '5min' -> minute, 'q3' -> quarter, 'fy2025' -> fiscal year."""
-    if lower.isalpha():
-        if lower == "fy":
-            return ("fiscal", "year")
-        if len(lower) == 2 and lower[0] == "q" and lower[1] in "1234":
+    def _read_word(self, lower: str) -> tuple[str, ...]:
+        if lower.isalpha():
+            if lower == "fy":
+                return ("fiscal", "year")
+            if len(lower) == 2 and lower[0] == "q" and lower[1] in "1234":
+                return ("quarter",)
+            return (self.stem(lower),)
+        if lower == "%":
+            return ("percent",)
+        if "." in lower:
+            return (lower,)  # a dotted word (BRK.B, TSCO.LON); tool texts split it (`content_of`)
+        unit = _NUMBER_UNIT.match(lower)
+        if unit and unit.group(2) in vocab.UNIT_WORDS:
+            return (vocab.UNIT_WORDS[unit.group(2)],)
+        if _QUARTER.match(lower):
             return ("quarter",)
-        return (stem(lower),)
-    if lower == "%":
-        return ("percent",)
-    if "." in lower:
-        return (lower,)  # a dotted ticker (BRK.B, TSCO.LON); tool texts split it (`_content_of`)
-    unit = _NUMBER_UNIT.match(lower)
-    if unit and unit.group(2) in vocab.UNIT_WORDS:
-        return (vocab.UNIT_WORDS[unit.group(2)],)
-    if _QUARTER.match(lower):
-        return ("quarter",)
-    if _FISCAL.match(lower):
-        return ("fiscal", "year")
-    return (lower,)
+        if _FISCAL.match(lower):
+            return ("fiscal", "year")
+        return (lower,)
+
+    def stem(self, word: str) -> str:
+        found = self._stems.get(word)
+        if found is None:
+            found = self._stems[word] = _stem(self.word_forms.get(word, word))
+        return found
+
+    def phrases_of(self, lowers: list[str]) -> list[tuple[int, int, str, bool]]:
+        """The phrases of a text, given its lower-case words: (first word, number of words, term, whether it is one
+        of the vocabulary's fixed phrases) for each, in order."""
+        if self._phrase_markers.isdisjoint(lowers):
+            return []
+        found: list[tuple[int, int, str, bool]] = []
+        done = 0
+        for i, word in enumerate(lowers):
+            if i >= done and word in self._phrase_words and (phrase := self._phrase_at(lowers, i)):
+                found.append((i, *phrase))
+                done = i + phrase[0]
+        return found
+
+    def _phrase_at(self, lowers: list[str], i: int) -> tuple[int, str, bool] | None:
+        """The phrase starting at word `i`, as (its length in words, its term, fixed): a vocabulary phrase ('after
+        hours' -> 'afterhours'); 'day by day', 'each week', 'per month' -> the vocabulary's spacing adjective."""
+        n = len(lowers)
+        if i + 1 >= n:
+            return None
+        for size in self._phrase_sizes:
+            term = self.phrases.get(tuple(lowers[i : i + size])) if i + size <= n else None
+            if term:
+                return size, term, True
+        if not self.spacing:
+            return None
+        word, nxt = lowers[i], lowers[i + 1]
+        after = lowers[i + 2] if i + 2 < n else ""
+        unit = vocab.UNIT_WORDS.get(word)
+        if unit is not None and unit in self.spacing and nxt == "by" and vocab.UNIT_WORDS.get(after) == unit:
+            return 3, self.stem(self.spacing[unit]), False
+        if word in ("each", "every", "per") and len(nxt) > 1:
+            unit = vocab.UNIT_WORDS.get(nxt)
+            if unit is not None and unit in self.spacing:
+                return 2, self.stem(self.spacing[unit]), False
+        return None
+
+    def content_of(self, lower: str, term: str) -> tuple[str, ...]:
+        """What one token adds to a tool text's terms: nothing for a stopword or a bare number, a dotted word's
+        parts."""
+        if lower in self.stop_terms or term.isdigit():
+            return ()
+        if "." in term:
+            return tuple(self.stem(part) for part in term.split(".") if part and not part.isdigit())
+        return (term,)
+
+
+_READINGS: dict[int, Reading] = {}
+_READINGS_LOCK = threading.Lock()
+
+
+def reading_for(vocabulary: Vocabulary = EMPTY) -> Reading:
+    """The one `Reading` of a vocabulary (vocabularies live as long as their catalogs, which stay loaded)."""
+    found = _READINGS.get(id(vocabulary))
+    if found is None or found.vocabulary is not vocabulary:
+        with _READINGS_LOCK:
+            found = _READINGS[id(vocabulary)] = Reading(vocabulary)
+    return found
+
+
+def tokenize(text: str, vocabulary: Vocabulary = EMPTY) -> list[Token]:
+    """`Reading.tokenize` with a vocabulary's reading (default: English alone)."""
+    return reading_for(vocabulary).tokenize(text)
+
+
+def stem(word: str) -> str:
+    """A word's stem in English alone (`Reading.stem` adds a vocabulary's word forms)."""
+    return reading_for(EMPTY).stem(word)
 
 
 @lru_cache(maxsize=16384)
-def stem(word: str) -> str:
+def _stem(word: str) -> str:
     """A light suffix strip (plurals, -ing, -ed, final e) so 'trading', 'traded' and 'trades' meet at 'trad'."""
-    word = vocab.WORD_FORMS.get(word, word)
     if len(word) <= 3 or not word.isalpha() or word in _UNSTEMMED:
         return word
     if word.endswith("ies") and len(word) > 4:
@@ -253,73 +362,32 @@ def stem(word: str) -> str:
     return word
 
 
-def _phrases(lowers: list[str]) -> list[tuple[int, int, str]]:
-    """The phrases of a text, given its lower-case words: (first word, number of words, term) for each, in order."""
-    if _PHRASE_MARKERS.isdisjoint(lowers):
-        return []
-    found: list[tuple[int, int, str]] = []
-    done = 0
-    for i, word in enumerate(lowers):
-        if i >= done and word in _PHRASE_WORDS and (phrase := _phrase_at(lowers, i)):
-            found.append((i, *phrase))
-            done = i + phrase[0]
-    return found
-
-
-def _phrase_at(lowers: list[str], i: int) -> tuple[int, str] | None:
-    """The phrase starting at word `i`, as (its length in words, its term): 'day by day', 'each week', 'per month' ->
-    the spacing adjective; 'after hours' -> 'afterhours'; 'how much is' -> a price question."""
-    n = len(lowers)
-    if i + 1 >= n:
-        return None
-    word, nxt = lowers[i], lowers[i + 1]
-    after = lowers[i + 2] if i + 2 < n else ""
-    if word == "how" and nxt == "much" and after in _PRICE_QUESTION:
-        return 2, "price"
-    joined = _PHRASES.get((word, nxt))
-    if joined:
-        return 2, joined
-    unit = vocab.UNIT_WORDS.get(word)
-    if unit in vocab.SPACING_WORDS and nxt == "by" and vocab.UNIT_WORDS.get(after) == unit:
-        return 3, stem(vocab.SPACING_WORDS[unit])
-    if word in ("each", "every", "per") and len(nxt) > 1:
-        unit = vocab.UNIT_WORDS.get(nxt)
-        if unit in vocab.SPACING_WORDS:
-            return 2, stem(vocab.SPACING_WORDS[unit])
-    return None
-
-
-def _content_of(lower: str, term: str) -> tuple[str, ...]:
-    """What one token adds to a tool text's terms: nothing for a stopword or a bare number, a dotted ticker's
-    parts."""
-    if lower in STOP_TERMS or term.isdigit():
-        return ()
-    if "." in term:
-        return tuple(stem(part) for part in term.split(".") if part and not part.isdigit())
-    return (term,)
-
-
 class _WordTerms(dict[str, tuple[str, ...]]):
     """A lower-case word -> what it adds to a tool text's terms; each word is read once (words repeat far more than
     texts do)."""
 
+    def __init__(self, reading: Reading) -> None:
+        super().__init__()
+        self._reading = reading
+
     def __missing__(self, lower: str) -> tuple[str, ...]:
-        terms = _terms_of(lower)
+        reading = self._reading
+        terms = reading.terms_of(lower)
         if len(terms) == 1:
-            content = _content_of(lower, terms[0])
+            content = reading.content_of(lower, terms[0])
         else:
-            content = tuple(t for term in terms for t in _content_of(lower, term))
+            content = tuple(t for term in terms for t in reading.content_of(lower, term))
         self[lower] = content
         return content
 
 
 class _ToolTexts:
-    """The indexed terms of tool texts (stopwords and bare numbers dropped, dotted tickers split into their parts), as
+    """The indexed terms of tool texts (stopwords and bare numbers dropped, dotted words split into their parts), as
     `tokenize` reads them, and their word pairs. A field's texts are read as one, joined by a character that keeps
     them apart (no word, phrase or pair spans two texts): a keyword list is one text to read, not fifteen."""
 
-    def __init__(self) -> None:
-        self._words = _WordTerms()
+    def __init__(self, reading: Reading | None = None) -> None:
+        self._reading = reading or reading_for(EMPTY)
         self._read: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
 
     def __call__(self, texts: tuple[str, ...]) -> tuple[list[str], list[str]]:
@@ -330,26 +398,28 @@ class _ToolTexts:
         return found
 
     def _terms_and_pairs(self, texts: tuple[str, ...]) -> tuple[list[str], list[str]]:
+        lower_words = self._reading.lower_words
         joined = f" {_APART} ".join(texts)
         if joined.count(_APART) != len(texts) - 1:  # a text holds the separator: read them one by one
             terms: list[str] = []
             pairs: list[str] = []
             for text in texts:
-                text_terms = self._terms(_lower_words(text))
+                text_terms = self._terms(lower_words(text))
                 terms += text_terms
                 pairs += _bigrams(text_terms)
             return terms, pairs
-        stream = self._terms(_lower_words(joined, apart=True))
+        stream = self._terms(lower_words(joined, apart=True))
         pairs = [f"{a} {b}" for a, b in itertools.pairwise(stream) if a != b and a != _APART and b != _APART]
         return ([t for t in stream if t != _APART] if len(texts) > 1 else stream), pairs
 
     def _terms(self, lowers: list[str]) -> list[str]:
-        words = self._words.__getitem__
+        reading = self._reading
+        words = reading.words.__getitem__
         terms: list[str] = []
         done = 0
-        for start, size, term in _phrases(lowers):
+        for start, size, term, _ in reading.phrases_of(lowers):
             terms += itertools.chain.from_iterable(map(words, lowers[done:start]))
-            terms += _content_of(" ".join(lowers[start : start + size]), term)
+            terms += reading.content_of(" ".join(lowers[start : start + size]), term)
             done = start + size
         terms += itertools.chain.from_iterable(map(words, lowers[done:] if done else lowers))
         return terms
@@ -364,10 +434,10 @@ def _deletes(word: str) -> list[str]:
 
 
 _APOSTROPHE = re.compile(r"'s\b|'")
+# Inside an identifier: two lower-case letters then a capital (not iPhone, eBay), or a capital that starts a word
+# after others (HTTPServer).
+_CAMEL = re.compile(r"(?<=[a-z]{2})(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]{2})")
 _US_DOTTED = re.compile(r"\bu\.s\.(?:a\.)?|\bu\.s\b", re.IGNORECASE)
-_SIGNED_DIRECTION = re.compile(r"(?<![a-z0-9])([+-])(d[im])\b", re.IGNORECASE)
-_ABBREVIATIONS = {"m&a": " mergers acquisitions ", "r&d": " research development "}
-_SPELLED_OUT = re.compile(r"(?<![a-z0-9])(?:m&a|r&d)(?![a-z0-9])", re.IGNORECASE)
 _ABBREVIATION_JOIN = re.compile(r"(?<![a-z0-9])([a-z0-9]{1,2})[&/]([a-z0-9]{1,2})(?![a-z0-9])", re.IGNORECASE)
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:\.[A-Za-z]{1,4}\b(?!\.))?|%")
 # Between the texts of a field read as one: a word of its own (its own term, too), which no phrase or pair crosses.
@@ -382,20 +452,6 @@ _FISCAL = re.compile(r"^fy\d{0,4}$")
 # What is left after "-ing"/"-ed" must still hold a vowel followed by a consonant: "boeing" is not "boe" + ing.
 _SYLLABLE = re.compile(r"[aeiou][^aeiou]")
 _UNSTEMMED = frozenset({"news", "series", "gas", "plus", "minus", "status", "bias", "analysis", "basis", "us", "sales"})
-_PHRASES: dict[tuple[str, str], str] = {
-    ("after", "hours"): "afterhours",
-    ("after", "hour"): "afterhours",
-    ("post", "market"): "afterhours",
-    ("pre", "market"): "premarket",
-    ("wall", "street"): "market",
-    ("trading", "at"): "price",
-    ("trade", "at"): "price",
-}
-# The words a phrase of `_phrase_at` can start with; and the words every phrase holds one of ('by' for 'day by day').
-_PHRASE_WORDS = frozenset({first for first, _ in _PHRASES} | {"how", "each", "every", "per"} | set(vocab.UNIT_WORDS))
-_PHRASE_MARKERS = frozenset({first for first, _ in _PHRASES} | {"how", "each", "every", "per", "by"})
-# "how much is ...", "how much are ...": a price question ("how much debt ..." is not).
-_PRICE_QUESTION = frozenset({"is", "are", "was", "were", "does", "do", "did", "would", "will"})
 
 
 # --- the index -----------------------------------------------------------------------------------------------------
@@ -404,14 +460,17 @@ _PRICE_QUESTION = frozenset({"is", "are", "was", "were", "does", "do", "did", "w
 class SearchIndex:
     """Per-term postings over a fixed set of tools; built once, read-only afterwards (safe to share)."""
 
-    def __init__(self, tools: Iterable[CatalogTool]) -> None:
+    def __init__(self, tools: Iterable[CatalogTool], vocabulary: Vocabulary = EMPTY) -> None:
+        """`vocabulary`: what the tools' catalog adds to English (its `Catalog.vocabulary`)."""
         self._tools = list(tools)
         n = len(self._tools)
+        self.vocabulary = vocabulary
+        self._reading = reading = reading_for(vocabulary)
         # Cyclic garbage collection is paused: the build makes and drops tens of thousands of lists, tuples and
         # dicts, none in a cycle, and the full collections they set off walk every object of the process (catalog,
         # schemas, modules): 10-25 ms of a cold build at 128 tools, ~300 ms at 5,000.
         with _gc_paused():
-            quality, about, curated, names = _weigh(self._tools)
+            quality, about, curated, names = _weigh(self._tools, reading)
             # Each posting holds idf x quality, a term's contribution to a tool, ready to add.
             idfs = [math.log(1 + (n - df + 0.5) / (df + 0.5)) if df else 0.0 for df in range(n + 1)]
             words = {term: docs for term, docs in quality.items() if " " not in term}
@@ -434,14 +493,32 @@ class SearchIndex:
         self._rare = math.log(1 + (n - 0.5) / 1.5) if n else 1.0  # the idf of a word only one tool has
         self._vocabulary = self._postings.keys()
         self._curated = frozenset(curated)
-        self._us_only = frozenset(i for i, tool in enumerate(self._tools) if US_ONLY.search(tool.summary))
+        scope = vocabulary.scope
+        # Tools whose summary names their scope (Alpha Vantage: "Monthly US unemployment rate") answer nothing about
+        # places outside it.
+        pattern = re.compile(scope.tools) if scope else None
+        self._scoped = frozenset(i for i, tool in enumerate(self._tools) if pattern and pattern.search(tool.summary))
         self._premium = [PREMIUM_FACTOR if tool.premium else 1.0 for tool in self._tools]
         self._premium_tools = sum(tool.premium for tool in self._tools)
-        self._synonyms = _SYNONYMS
+        self._synonyms = _synonyms_by_word(vocabulary, reading)
         # Tools named for live or for past data (REALTIME_OPTIONS, HISTORICAL_OPTIONS): +1 / -1.
-        tense = {stem("realtime"): 1, stem("historical"): -1}
+        tense = {reading.stem(word): sign for word, sign in vocabulary.tense.items()}
         self._tense = [(doc, sign) for term, sign in tense.items() for doc, _ in self._name_terms.get(term, ())]
-        self._out_of_scope = _OUT_OF_SCOPE
+        self._out_of_scope = frozenset(tuple(t.term for t in reading.tokenize(p)) for p in vocabulary.out_of_scope)
+        # A request to act ("book me a flight") is off-topic only for a catalog whose every tool just reads.
+        self._read_only = all(tool.annotations.get("readOnlyHint") is True for tool in self._tools)
+        self._hints = {
+            name: {reading.stem(t): f for t, f in hint.terms.items()}
+            for name, hint in (
+                ("entity", vocabulary.entity_hint),
+                ("now", vocabulary.now),
+                ("past", vocabulary.past),
+                ("pair", vocabulary.pairs.one if vocabulary.pairs else None),
+                ("scope", Hint(frozenset(), 0.0, {vocabulary.scope.term: 1.0}) if vocabulary.scope else None),
+            )
+            if hint is not None
+        }
+        self._entity_words = vocabulary.entity_words | vocabulary.entity_codes
 
     @cached_property
     def _deletions(self) -> dict[str, list[str]]:
@@ -529,13 +606,15 @@ class SearchIndex:
                     scores[doc] *= 1 + sign * PRESENT_PRIOR
         premium = self._premium
         keep = max(limit, COVERAGE_DEPTH)
-        excluded = self._us_only if analysis.foreign else frozenset()
+        excluded = self._scoped if analysis.foreign else frozenset()
         if excluded:
-            # Another country's figure, where the best fit is a US-only series (German bund yield, Canadian CPI):
-            # the catalog has the idea but not for that place, and the next best tool would be a wrong answer.
+            # A place outside the scope, where the best fit is a tool of that scope (Alpha Vantage: a German bund
+            # yield, where the yields are US-only): the catalog has the idea but not for that place, and the next
+            # best tool would be a wrong answer.
             leader = max(scores, key=lambda doc: (scores[doc] * premium[doc], -doc), default=None)
             if leader is not None and leader in excluded:
-                return Ranking(analysis, [], 0.0, 0.0, 0.0, "asks about another country; these series cover the US")
+                assert self.vocabulary.scope is not None  # `foreign` is only set by a scope
+                return Ranking(analysis, [], 0.0, 0.0, 0.0, self.vocabulary.scope.message)
         if excluded or categories:
             tools = self._tools
             candidates = [
@@ -572,55 +651,71 @@ class SearchIndex:
 
     def analyse(self, query: str) -> Analysis:
         """Read a query into weighted concepts (see the module docstring); `rank` scores tools against them."""
-        tokens = tokenize(query)
-        analysis = Analysis(action=_asks_to_act(tokens), asks_other=_asks_for_other(tokens))
+        vocabulary = self.vocabulary
+        tokens = self._reading.tokenize(query)
+        analysis = Analysis(action=self._read_only and _asks_to_act(tokens), asks_other=_asks_for_other(tokens))
         consumed = [False] * len(tokens)
-        for i in range(len(tokens)):
-            for size in (2, 1):
-                phrase = tuple(t.term for t in tokens[i : i + size])
-                if len(phrase) == size and not any(consumed[i : i + size]) and phrase in self._out_of_scope:
-                    analysis.concepts.append(self._unknown(" ".join(phrase), OUT_OF_SCOPE_WEIGHT))
-                    consumed[i : i + size] = [True] * size
+        if self._out_of_scope:
+            for i in range(len(tokens)):
+                for size in (2, 1):
+                    phrase = tuple(t.term for t in tokens[i : i + size])
+                    if len(phrase) == size and not any(consumed[i : i + size]) and phrase in self._out_of_scope:
+                        analysis.concepts.append(self._unknown(" ".join(phrase), OUT_OF_SCOPE_WEIGHT))
+                        consumed[i : i + size] = [True] * size
         words: dict[str, Concept] = {}
         content: list[str] = []  # indexed terms in order ("" between phrases), for word pairs
         said: set[str] = set()  # words the query means without typing them
-        currencies: list[str] = []
-        weak_currencies: list[str] = []
-        coins: list[str] = []
+        paired: list[str] = []  # words of `Vocabulary.pairs` (currencies)
+        weak: list[str] = []
+        standing: list[str] = []  # words of `Vocabulary.stands_for` (coins, which stand for "crypto")
         now = past = False
+        now_words = vocabulary.now.words if vocabulary.now else frozenset()
+        past_hint = vocabulary.past
+        pairs, scope, stop_terms = vocabulary.pairs, vocabulary.scope, self._reading.stop_terms
         for i, (raw, lower, term) in enumerate(tokens):
             if consumed[i]:
                 content.append("")
-            elif lower in vocab.NOW_WORDS:
+            elif lower in now_words:
                 now = True
-            elif lower in _PAST_MARKERS or (len(term) == 4 and term.isdigit() and term[:2] in ("19", "20")):
+            elif past_hint and (
+                lower in past_hint.words
+                or (past_hint.years and len(term) == 4 and term.isdigit() and term[:2] in ("19", "20"))
+            ):
                 past = True
-            elif lower in ("plus", "minus") and (i + 1 == len(tokens) or tokens[i + 1].lower not in _SIGNED):
+            elif lower in ("plus", "minus") and (
+                i + 1 == len(tokens) or tokens[i + 1].lower not in vocabulary.signed_words
+            ):
                 continue  # "news plus quote": a conjunction, not +DI or -DM
-            elif lower in STOP_TERMS or (not term.isalpha() and term not in self._vocabulary and "." not in term):
+            elif lower in stop_terms or (not term.isalpha() and term not in self._vocabulary and "." not in term):
                 continue  # stopwords, numbers, dates
             elif "." in term:
+                parts = [self._reading.stem(part) for part in term.split(".") if part]
+                if parts and all(part in self._vocabulary for part in parts):
+                    for part in parts:  # a dotted name of the catalog's words (track.love, chat.postMessage)
+                        content.append(part)
+                        words.setdefault(part, self._word(part, part))
+                    continue
                 if _DOTTED_TICKER.match(raw) and lower not in _NOT_TICKERS:
                     analysis.entities.append(raw)  # BRK.B, TSCO.LON
                 content.append("")
-            elif lower in vocab.FOREIGN_PLACES:
+            elif scope and lower in scope.outside:
                 analysis.foreign = True
                 content.append("")
-            elif lower in vocab.US_WORDS or lower in vocab.US_STATES or raw == "US":
-                words.setdefault("us", self._concept("US", US_WEIGHT, {"us": 1.0}))
+            elif scope and (lower in scope.inside or raw == "US"):
+                words.setdefault(scope.term, self._concept(scope.term, scope.weight, self._hints["scope"]))
                 content.append("")
-            elif lower in vocab.CURRENCY_CODES or lower in vocab.CURRENCY_NAMES:
-                currencies.append(lower)
+            elif pairs and (lower in pairs.codes or lower in pairs.words):
+                paired.append(lower)
                 content.append("")
-            elif len(lower) == 6 and lower[:3] in vocab.CURRENCY_CODES and lower[3:] in vocab.CURRENCY_CODES:
-                currencies += [lower[:3], lower[3:]]  # EURUSD
+            elif pairs and pairs.joined and len(lower) == 6 and lower[:3] in pairs.codes and lower[3:] in pairs.codes:
+                paired += [lower[:3], lower[3:]]  # EURUSD
                 content.append("")
-            elif lower in vocab.WEAK_CURRENCY_NAMES:
-                weak_currencies.append(lower)
+            elif pairs and lower in pairs.weak:
+                weak.append(lower)
                 content.append("")
-            elif lower in vocab.CRYPTO_COINS:
-                coins.append(lower)
-                content.append("crypto")
+            elif lower in vocabulary.stands_for:
+                standing.append(lower)
+                content.append(vocabulary.stands_for[lower])
             elif self._is_entity(raw, lower, term, position=i):
                 analysis.entities.append(raw)
                 content.append("")
@@ -628,39 +723,50 @@ class SearchIndex:
                 content.append(term)
                 if term not in words:
                     words[term] = self._word(term, lower)
-        # Two currencies (or a coin and a currency) ask what one is worth in the other; one alone leans to FX.
-        if currencies and len(currencies) + len(set(coins)) + len(weak_currencies) >= 2:
-            words.setdefault("(fx)", self._concept("currency pair", 1.0, _FX_HINT))
-            said.add("fx")  # a pair names the FX tools as surely as the word would
-        elif currencies and not coins:
-            words.setdefault("(fx)", self._concept("currency", SINGLE_CURRENCY_WEIGHT, _FX_HINT))
-        if coins:
-            words.setdefault(stem("crypto"), self._word(stem("crypto"), "crypto"))
-        if now:
-            words.setdefault("(now)", self._concept("now", NOW_WEIGHT, _NOW_HINT))
-        if past:
-            words.setdefault("(past)", self._concept("past", PAST_WEIGHT, _PAST_HINT))
+        # Two of a pair's kind (or one beside a word that stands for another, a coin) ask for the relation between
+        # them (what one currency is worth in another); one alone is a light hint.
+        if pairs and paired:
+            if len(paired) + len(set(standing)) + len(weak) >= 2:
+                two = pairs.two
+                words.setdefault("(pair)", self._concept(two.label, two.weight, self._hints["pair"]))
+                said.update(pairs.says)  # a pair names its tools as surely as the word would
+            elif not standing:
+                one = pairs.one
+                words.setdefault("(pair)", self._concept(one.label, one.weight, self._hints["pair"]))
+        for lower in dict.fromkeys(standing):
+            target = self._reading.stem(vocabulary.stands_for[lower])
+            words.setdefault(target, self._word(target, vocabulary.stands_for[lower]))
+        if now and vocabulary.now:
+            words.setdefault("(now)", self._concept("now", vocabulary.now.weight, self._hints["now"]))
+        if past and past_hint:
+            words.setdefault("(past)", self._concept("past", past_hint.weight, self._hints["past"]))
         if analysis.entities:
+            hint = vocabulary.entity_hint
             analysis.concepts.append(
-                self._concept("entity: " + ", ".join(analysis.entities), ENTITY_WEIGHT, _ENTITY_HINT)
+                self._concept(
+                    "entity: " + ", ".join(analysis.entities),
+                    hint.weight if hint else ENTITY_WEIGHT,
+                    self._hints.get("entity", {}),
+                )
             )
         analysis.concepts.extend(words.values())
         analysis.present = not now and not past
         if analysis.asks_other == _EXPLANATION and analysis.entities:
             analysis.asks_other = None  # "why did TSLA drop in August 2020": about a company's data, not a lesson
         analysis.terms = frozenset(t for t in content if t) | said
-        pairs = dict.fromkeys(_bigrams(content))
-        analysis.bigrams = [pair for pair in pairs if pair in self._pairs]
+        found = dict.fromkeys(_bigrams(content))
+        analysis.bigrams = [pair for pair in found if pair in self._pairs]
         return analysis
 
     def _is_entity(self, raw: str, lower: str, term: str, *, position: int) -> bool:
-        """A ticker or a company: all-caps and not a catalog word (AAPL, not GDP), a known ticker or company name,
-        or a capitalised word the catalog does not know (Rivian)."""
-        if lower in vocab.SYNONYMS:
+        """A name: all-caps and not a catalog word (AAPL, not GDP), a name the vocabulary knows (a ticker, a
+        company), or a capitalised word the catalog does not know (Rivian, Radiohead)."""
+        if lower in self.vocabulary.synonyms:
             return False
+        codes = self.vocabulary.entity_codes
         if term in self._curated:
-            return lower in vocab.TICKERS and len(raw) > 3 and _TICKER_SHAPE.match(raw) is not None  # META
-        if _TICKER_SHAPE.match(raw) or lower in vocab.TICKERS or lower in vocab.COMPANY_WORDS:
+            return lower in codes and len(raw) > 3 and _TICKER_SHAPE.match(raw) is not None  # META
+        if _TICKER_SHAPE.match(raw) or lower in self._entity_words:
             return True
         return raw[:1].isupper() and term not in self._vocabulary and position > 0
 
@@ -716,16 +822,18 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _weigh(
-    tools: list[CatalogTool],
+    tools: list[CatalogTool], reading: Reading
 ) -> tuple[dict[str, dict[int, float]], Counter[str], set[str], list[list[str]]]:
     """BM25F over the tools' fields: for each term (word or word pair), the quality of each tool that has it (how much
     the tool is about the term, 0..1); how many tools each term is about (its document frequency); the terms of the
     curated fields; and the terms of each tool's name."""
-    texts = _ToolTexts()
+    texts = _ToolTexts(reading)
     fields = [_field_texts(tool) for tool in tools]
     curated = set().union(*(texts(texts_of[i])[0] for texts_of in fields for i in _CURATED_FIELDS))
     # Example questions name tickers and companies; those words must not make a tool about them.
-    entity_terms = (_ENTITY_TERMS - curated) - _SYNONYM_STEMS
+    vocabulary = reading.vocabulary
+    names_of_things = frozenset(map(reading.stem, vocabulary.entity_words | vocabulary.entity_codes))
+    entity_terms = (names_of_things - curated) - frozenset(map(reading.stem, vocabulary.synonyms))
 
     # Each field of each tool as its length in terms and how often it says each term and word pair; fields with the
     # same texts (shared parameters) are counted once.
@@ -806,10 +914,11 @@ def _field_texts(tool: CatalogTool) -> tuple[tuple[str, ...], ...]:
     return tuple(texts[name] for name in FIELD_WEIGHTS)
 
 
-def _synonyms_by_word() -> dict[str, tuple[str, ...]]:
+def _synonyms_by_word(vocabulary: Vocabulary, reading: Reading) -> dict[str, tuple[str, ...]]:
     """Synonyms by the word as typed first ("closed" -> market hours), then by its stem ("closes" -> "close")."""
+    stem = reading.stem
     synonyms: dict[str, tuple[str, ...]] = {}
-    for word, words in vocab.SYNONYMS.items():
+    for word, words in vocabulary.synonyms.items():
         stems = tuple(dict.fromkeys(stem(s) for s in words if stem(s) != stem(word)))
         synonyms[word] = stems
         synonyms.setdefault(stem(word), stems)
@@ -866,7 +975,6 @@ _POLITE = frozenset({"please", "help", "me", "can", "could", "would", "you", "ki
 _TICKER_SHAPE = re.compile(r"^[A-Z]{1,5}$")
 _DOTTED_TICKER = re.compile(r"^[A-Za-z]{1,10}\.[A-Za-z]{1,4}$")
 _NOT_TICKERS = frozenset({"e.g", "i.e", "vs.", "etc"})
-_SIGNED = frozenset({"di", "dm", "directional"})
 # Fields by their place in FIELD_WEIGHTS (and in `_field_texts`).
 _CURATED_FIELDS = tuple(list(FIELD_WEIGHTS).index(name) for name in ("name", "title", "summary", "keywords"))
 _ABOUT_FIELDS = tuple(
@@ -874,14 +982,3 @@ _ABOUT_FIELDS = tuple(
 )
 _EXAMPLES = list(FIELD_WEIGHTS).index("examples")
 _FIELD_WEIGHT_B = [(weight, FIELD_B[name]) for name, weight in FIELD_WEIGHTS.items()]
-_ENTITY_TERMS = frozenset(stem(w) for w in vocab.TICKERS | vocab.COMPANY_WORDS)
-_SYNONYMS = _synonyms_by_word()
-_SYNONYM_STEMS = frozenset(stem(w) for w in vocab.SYNONYMS)
-_OUT_OF_SCOPE = frozenset(tuple(t.term for t in tokenize(p)) for p in vocab.OUT_OF_SCOPE)
-# Light hints: a ticker or company alone most often wants its quote; a currency pair the rate between them now
-# ("daily", "weekly" bring in the FX series); "now" the live tools; a date the historical ones.
-_ENTITY_HINT = {stem("quote"): 1.0, "stock": 0.7, stem("price"): 0.7}
-_FX_HINT = {stem("exchange"): 1.0, "currency": 0.8, stem("convert"): 0.8}
-_NOW_HINT = {"now": 1.0, "current": 1.0, stem("live"): 1.0, stem("realtime"): 1.0, "latest": 1.0, "spot": 0.7}
-_PAST_HINT = {stem("historical"): 1.0, "past": 1.0, "history": 0.8}
-_PAST_MARKERS = frozenset(vocab.MONTHS) | {"yesterday", "yesterdays"}

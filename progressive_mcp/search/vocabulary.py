@@ -1,13 +1,20 @@
-"""The finance vocabulary tool search understands: stopwords, word forms, synonyms, entities and out-of-scope subjects.
+"""What tool search knows of words: English in this module, and what one catalog adds in a `Vocabulary`.
 
-Plain data, lower case, read by `progressive_mcp.search.index` when an index is built; nothing here depends on a spec.
-Words are written as people type them; the index runs them through the same normalisation as tool texts. Example::
+The engine (`progressive_mcp.search.index`) knows only English and the structure of tool documents. Everything a
+domain needs beyond that (finance synonyms, tickers and currencies, the places a catalog does not cover, subjects it
+lacks) is data that travels with its catalog: a vocabulary file named by the spec's `search.vocabulary` (for Alpha
+Vantage, `spec/alphavantage.vocabulary.yaml`), read into a `Vocabulary` and handed to the index. A catalog without
+one gets `Vocabulary()`, which adds nothing. Words are written as people type them, lower case. Example::
 
-    "eps" in SYNONYMS            # True: a query saying EPS also looks for "earnings"
-    "tsla" in TICKERS            # True: a lower-case ticker is an entity, not a topic
+    Vocabulary.from_data({"synonyms": {"sounds": ["similar"]}}).synonyms["sounds"]   # ("similar",)
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 
 
 def _words(text: str) -> frozenset[str]:
@@ -31,32 +38,11 @@ STOPWORDS = _words(
     numbers figure figures stuff moment possible able maybe using use used called named
     """
 )
-# Words that only place a question in time; dropped so that "last month" does not pull the monthly tools. (A month
-# name or "yesterday" still tells `search` that a past date is meant.)
-TIME_FILLER = _words(
-    """
-    yesterday yesterdays tomorrow tonight morning evening afternoon night lately recently recent january february
-    march april may june july august september october november december jan feb mar apr jun jul aug sep sept oct
-    nov dec monday tuesday wednesday thursday friday saturday sunday last past since until till far
-    """
-)
-# Month names as dates ("may" is left out: it is mostly the verb).
-MONTHS = _words("january february march april june july august september october november december") | _words(
-    "jan feb mar apr jun jul aug sep sept oct nov dec"
-)
-# Words asking for the value at this moment ("right now", "live", "latest"): a light hint towards quotes, spot
-# prices and current rates, never enough to pick a tool alone.
-NOW_WORDS = _words("now current currently latest live realtime instant instantly present right")
-
 # Spellings, short forms and irregular verbs, mapped to one form before stemming (in tool texts and queries alike).
 WORD_FORMS: dict[str, str] = {
-    "aluminium": "aluminum",
-    "labour": "labor",
     "indices": "index",
     "indexes": "index",
     "avg": "average",
-    "mkt": "market",
-    "px": "price",
     "qtr": "quarter",
     "qtrly": "quarterly",
     "yr": "year",
@@ -70,16 +56,8 @@ WORD_FORMS: dict[str, str] = {
     "mo": "month",
     "mos": "month",
     "calender": "calendar",
-    "divs": "dividend",
-    "treasuries": "treasury",
-    "cryptos": "crypto",
-    "cryptocurrencies": "cryptocurrency",
-    "bitcoins": "bitcoin",
-    "ytd": "year",
-    "yoy": "annual",
     "annually": "annual",
     "yearly": "annual",
-    "postmarket": "afterhours",
     "sold": "sell",
     "bought": "buy",
     "paid": "pay",
@@ -132,441 +110,6 @@ UNIT_WORDS: dict[str, str] = {
     "year": "year",
     "years": "year",
 }
-# "each day", "day by day", "per week": the adjective the catalog uses for that spacing.
-SPACING_WORDS: dict[str, str] = {
-    "minute": "intraday",
-    "hour": "hourly",
-    "day": "daily",
-    "week": "weekly",
-    "month": "monthly",
-    "quarter": "quarterly",
-    "year": "annual",
-}
-
-# Query word -> words a tool text may use for the same idea. A query term brings its synonyms in at a lower weight
-# (`search.SYNONYM_FACTOR`); a tool matching the word itself and a synonym counts once, for the better of the two.
-SYNONYMS: dict[str, tuple[str, ...]] = {
-    # prices and series
-    "price": ("quote", "prices"),
-    "cost": ("price",),
-    "costs": ("price",),
-    "worth": ("price", "value"),
-    "trading": ("trade", "price", "quote"),
-    "trade": ("price", "quote"),
-    "quote": ("price",),
-    "quotes": ("quote", "price"),
-    "candles": ("ohlcv", "bars", "candle"),
-    "candle": ("ohlcv", "bars"),
-    "candlestick": ("ohlcv", "bars", "candle"),
-    "bars": ("ohlcv", "candles"),
-    "bar": ("ohlcv", "candles"),
-    "ohlc": ("ohlcv", "open", "close", "candles"),
-    "ohlcv": ("ohlc", "open", "close", "candles"),
-    "chart": ("history", "series", "prices"),
-    "history": ("historical", "series"),
-    "historical": ("history", "past"),
-    "hourly": ("intraday", "60min", "hour"),
-    "hour": ("intraday", "hourly"),
-    "minute": ("intraday", "1min"),
-    "intraday": ("minute", "today"),
-    "eod": ("daily", "close"),
-    "close": ("closing",),
-    "closing": ("close",),
-    "closes": ("close",),
-    "afterhours": ("extended", "hours", "intraday", "after"),
-    "premarket": ("extended", "hours", "intraday", "pre"),
-    "session": ("trading", "day"),
-    "move": ("change", "percent"),
-    "moved": ("change",),
-    "change": ("percent", "move"),
-    # companies and stocks
-    "stock": ("stocks", "share", "shares"),
-    "stocks": ("stock", "share"),
-    "equity": ("stock", "share"),
-    "equities": ("stock", "equity"),
-    "share": ("stock", "shares"),
-    "shares": ("stock", "share"),
-    "ticker": ("symbol", "tickers"),
-    "tickers": ("ticker", "symbol"),
-    "symbol": ("ticker",),
-    "company": ("firm", "corporate"),
-    "firm": ("company",),
-    "corporation": ("company",),
-    "business": ("company",),
-    "profile": ("overview",),
-    # fundamentals
-    "eps": ("earnings", "per", "share"),
-    "pe": ("ratio", "valuation", "earnings"),
-    "valuation": ("ratio",),
-    "cap": ("capitalization", "market"),
-    "capitalization": ("cap",),
-    "revenue": ("sales", "income"),
-    "revenues": ("revenue",),
-    "sales": ("revenue",),
-    "profit": ("income", "earnings"),
-    "profits": ("profit", "income"),
-    "earn": ("earnings", "income"),
-    "earned": ("earnings", "income"),
-    "earnings": ("eps",),
-    "income": ("earnings", "profit"),
-    "debt": ("liabilities", "borrowings"),
-    "liabilities": ("debt", "liability"),
-    "fcf": ("free", "cash", "flow"),
-    "capex": ("capital", "expenditure", "expenditures"),
-    "buyback": ("buybacks", "repurchase"),
-    "buybacks": ("buyback", "repurchase"),
-    "repurchase": ("buyback",),
-    "repurchases": ("buyback",),
-    "dividend": ("dividends", "payout"),
-    "dividends": ("dividend", "payout"),
-    "payout": ("dividend",),
-    "pay": ("paid", "payment", "payout"),
-    "forecast": ("estimate", "estimates", "expectations"),
-    "forecasts": ("estimate", "forecast"),
-    "expect": ("estimate", "forecast"),
-    "expecting": ("estimate", "forecast"),
-    "expected": ("estimate", "forecast", "upcoming"),
-    "expectations": ("estimate", "forecast"),
-    "estimate": ("estimates", "forecast", "consensus"),
-    "estimates": ("estimate", "forecast", "consensus"),
-    "consensus": ("estimate",),
-    "analyst": ("analysts", "estimate"),
-    "analysts": ("analyst", "estimate"),
-    "upcoming": ("next", "calendar", "coming"),
-    "schedule": ("calendar", "date"),
-    "report": ("reports", "release"),
-    "split": ("splits",),
-    "splits": ("split",),
-    "delisted": ("delisting", "listing"),
-    "listed": ("listing",),
-    "ipo": ("ipos", "offering", "listing"),
-    "filing": ("report",),
-    # news and people
-    "news": ("headlines", "articles", "sentiment"),
-    "headlines": ("news",),
-    "headline": ("news",),
-    "articles": ("news",),
-    "article": ("news",),
-    "press": ("news", "media"),
-    "media": ("news", "press"),
-    "coverage": ("news", "media"),
-    "sentiment": ("news", "mood", "tone"),
-    "insider": ("insiders", "executives"),
-    "insiders": ("insider",),
-    "executive": ("executives", "insider"),
-    "executives": ("executive", "insider"),
-    "ceo": ("executives", "insider"),
-    "cfo": ("executives", "insider"),
-    "institution": ("institutional",),
-    "institutions": ("institutional",),
-    "politician": ("congress", "politicians"),
-    "politicians": ("congress", "politician"),
-    "senator": ("congress", "senators"),
-    "senators": ("congress", "senator"),
-    "congressman": ("congress",),
-    "congressmen": ("congress",),
-    "lawmakers": ("congress",),
-    "representative": ("congress", "representatives"),
-    "representatives": ("congress", "representative"),
-    # options
-    "option": ("options",),
-    "options": ("option",),
-    "calls": ("call", "options"),
-    "puts": ("put", "options"),
-    "iv": ("implied", "volatility"),
-    "greeks": ("greek", "delta", "gamma"),
-    "delta": ("greeks",),
-    "gamma": ("greeks",),
-    "theta": ("greeks",),
-    "vega": ("greeks",),
-    "oi": ("open", "interest"),
-    "pcr": ("put", "call", "ratio"),
-    # forex, crypto
-    "fx": ("forex", "currency", "exchange"),
-    "forex": ("fx", "currency", "exchange"),
-    "currency": ("currencies", "fx", "exchange"),
-    "currencies": ("currency", "fx"),
-    "convert": ("exchange", "rate", "converter"),
-    "conversion": ("convert", "exchange"),
-    "crypto": ("cryptocurrency", "digital", "coin"),
-    "cryptocurrency": ("crypto", "digital"),
-    "coin": ("crypto", "cryptocurrency"),
-    "coins": ("crypto", "cryptocurrency"),
-    "token": ("crypto",),
-    # commodities
-    "oil": ("crude", "petroleum"),
-    "crude": ("oil",),
-    "gas": ("natural",),
-    "natgas": ("natural", "gas"),
-    "gold": ("xau", "bullion"),
-    "silver": ("xag", "bullion"),
-    "bullion": ("gold", "silver"),
-    "commodity": ("commodities",),
-    "commodities": ("commodity",),
-    "grain": ("wheat", "corn"),
-    "grains": ("grain", "wheat", "corn"),
-    "maize": ("corn",),
-    # economy
-    "economy": ("economic", "gdp"),
-    "economic": ("economy",),
-    "growth": ("gdp",),
-    "inflation": ("cpi",),
-    "cpi": ("consumer", "inflation"),
-    "jobs": ("employment", "payroll", "payrolls", "job"),
-    "job": ("employment", "jobs"),
-    "employment": ("jobs", "payroll", "labor"),
-    "payrolls": ("payroll", "nonfarm", "employment"),
-    "payroll": ("nonfarm", "employment"),
-    "nfp": ("nonfarm", "payroll"),
-    "jobless": ("unemployment",),
-    "unemployed": ("unemployment",),
-    "fed": ("federal", "funds", "reserve"),
-    "fomc": ("federal", "funds"),
-    "interest": ("rate", "rates"),
-    "rates": ("rate", "yield"),
-    "rate": ("rates",),
-    "yield": ("yields",),
-    "yields": ("yield",),
-    "bond": ("bonds", "treasury", "yield"),
-    "bonds": ("bond", "treasury", "yield"),
-    "treasury": ("treasuries", "government", "bond"),
-    "spending": ("consumer", "sales", "consumption"),
-    "shoppers": ("retail", "consumer"),
-    "consumers": ("consumer",),
-    "recession": ("gdp", "economy"),
-    # analytics and technicals
-    "volatile": ("volatility",),
-    "volatility": ("volatile", "variance"),
-    "risk": ("volatility", "drawdown"),
-    "correlation": ("correlated", "covariance"),
-    "correlated": ("correlation",),
-    "rolling": ("sliding", "moving", "window"),
-    "trailing": ("rolling",),
-    "returns": ("return",),
-    "performance": ("return", "returns"),
-    "indicator": ("indicators", "technical"),
-    "indicators": ("indicator", "technical"),
-    "oscillator": ("oscillators", "momentum"),
-    "ma": ("moving", "average"),
-    "sma": ("simple", "moving", "average"),
-    "ema": ("exponential", "moving", "average"),
-    "moving": ("average",),
-    "rsi": ("relative", "strength"),
-    "macd": ("convergence", "divergence"),
-    "bollinger": ("bbands", "bands"),
-    "overbought": ("oversold", "rsi"),
-    "oversold": ("overbought", "rsi"),
-    "momentum": ("oscillator",),
-    "trend": ("trending",),
-    # markets
-    "market": ("markets", "exchange"),
-    "markets": ("market", "exchange"),
-    "exchange": ("exchanges", "market"),
-    "closed": ("hours", "status"),
-    "holiday": ("closed", "hours"),
-    "movers": ("gainers", "losers"),
-    "gainers": ("gainer", "movers", "winners"),
-    "losers": ("loser", "movers"),
-    "winners": ("gainers",),
-    "active": ("actively", "volume"),
-    "index": ("indices", "indexes"),
-    "benchmark": ("index",),
-    "etf": ("fund", "etfs"),
-    "fund": ("etf", "funds"),
-    "funds": ("fund", "etf"),
-    "expense": ("fees",),
-    "fees": ("expense", "fee"),
-    "fee": ("expense", "fees"),
-}
-
-# ISO codes and names of currencies: two in a query ("EUR/USD", "dollars to yen") ask for an exchange rate.
-CURRENCY_CODES = _words(
-    """
-    usd eur jpy gbp chf cad aud nzd cny cnh hkd sgd inr krw brl mxn zar sek nok dkk pln try rub twd thb idr php
-    myr ils czk huf clp ars sar aed egp ngn vnd pkr
-    """
-)
-CURRENCY_NAMES = _words(
-    """
-    dollar dollars euro euros yen sterling rupee rupees peso pesos yuan renminbi franc francs won rand krona kronor
-    krone lira ruble rubles rouble roubles rupiah ringgit baht shekel shekels zloty forint loonie greenback buck
-    bucks dirham riyal naira dong
-    """
-)
-# "pound" is also a weight (cotton is priced per pound), so it is a currency only next to another currency.
-WEAK_CURRENCY_NAMES = _words("pound pounds quid real reais")
-
-# Coins people name; each stands for "crypto" in a query.
-CRYPTO_COINS = _words(
-    """
-    bitcoin btc ethereum eth ether dogecoin doge solana sol xrp ripple cardano ada litecoin ltc bnb polkadot
-    shiba avax avalanche matic polygon tether usdt usdc stablecoin stablecoins altcoin altcoins chainlink
-    tron trx monero xmr stellar xlm uniswap
-    """
-)
-
-# Well-known listed companies, as single distinctive words of their names, and their tickers (lower case). A query
-# word found here is an entity: it names what to look up, not which kind of data. Words that are also finance
-# terms (target, visa, block, gap, shell, ...) are left out on purpose.
-COMPANY_WORDS = _words(
-    """
-    apple microsoft alphabet google amazon nvidia tesla meta facebook netflix intel amd oracle ibm cisco adobe
-    salesforce qualcomm broadcom micron paypal shopify palantir snowflake uber lyft airbnb doordash spotify
-    coinbase robinhood rivian lucid nio byd toyota honda sony samsung tsmc asml sap siemens volkswagen bmw mercedes
-    porsche ferrari stellantis nestle unilever novartis roche astrazeneca glaxosmithkline gsk sanofi bayer novo
-    nordisk bp totalenergies exxon exxonmobil chevron conocophillips schlumberger occidental berkshire
-    jpmorgan goldman sachs morgan citigroup citi wells fargo hsbc barclays ubs blackrock schwab amex mastercard
-    boeing airbus lockheed raytheon northrop caterpillar deere honeywell disney comcast warner paramount walmart
-    costco kroger starbucks mcdonalds nike pepsico pepsi coca cola cocacola procter gamble colgate kellogg mondelez
-    hershey pfizer moderna merck lilly abbvie amgen gilead regeneron vertex biogen johnson unitedhealth cvs
-    walgreens humana anthem elevance medtronic abbott stryker verizon tmobile att alibaba tencent baidu jd pinduoduo
-    temu xiaomi infosys wipro reliance tata hdfc icici petrobras vale nubank mercadolibre rakuten softbank nintendo
-    hyundai kia lg ford gm carnival marriott hilton expedia ebay etsy wayfair chewy peloton gamestop amc blackberry
-    nokia ericsson dell hp hpe lenovo intuit servicenow workday crowdstrike palo datadog cloudflare okta mongodb
-    twilio roblox activision blizzard pinterest snapchat reddit twitter linkedin openai anthropic stripe spacex
-    bytedance tiktok klarna revolut databricks instacart chipotle dominos yum lowes depot dollarama loblaw rogers
-    bce enbridge suncor cenovus nutrien brookfield manulife sunlife rbc td scotiabank bmo cibc heineken diageo lvmh
-    hermes kering loreal danone safran thales rio tinto bhp glencore anglo vodafone deutsche allianz axa prudential
-    aig metlife chubb allstate mcdonald lowe
-    """
-)
-TICKERS = _words(
-    """
-    aapl msft googl goog amzn nvda tsla meta fb nflx intc amd orcl csco adbe crm qcom avgo mu pypl pltr
-    uber lyft abnb zm rivn lcid nio baba tcehy bidu jd pdd tsm asml sony tm hmc sap xom cvx cop slb oxy brk brk.a
-    brk.b jpm gs wfc bac hsbc bcs ubs blk schw axp ba lmt rtx noc hon cmcsa wbd wmt kr sbux mcd nke pep ko pg
-    cl mdlz hsy pfe mrna mrk lly abbv amgn gild regn vrtx biib jnj unh cvs wba hum elv mdt abt syk vz tmus ge gm dal
-    ual aal luv ccl rcl mar hlt expe bkng ebay etsy chwy pton gme amc bb nok eric dell hpq hpe intu wday crwd panw
-    ddog okta mdb twlo rblx ttwo pins rddt xpev smci mstr arkk spy voo ivv vti qqq dia iwm vxus vea vwo bnd agg tlt
-    ief lqd hyg gld slv uso ung xle xlf xlk xlv xli xly xlp xlu xlb xlre xlc smh soxx tqqq sqqq sso spxl uvxy
-    vxx sofi affy nvo azn gsk sny bp shel tte nsrgy rhhby nvs toyota txn adi amat lrc klac mrvl nxpi ibm acn infy
-    hdb ibn ryaay bx kkr tgt hd tjx ross dg dltr bby cmg yum dpz qsr wen
-    """
-)
-
-# Places outside the US. The catalog's economic series (GDP, CPI, jobs, rates, ...) cover the US only: a query naming
-# another country or region is not answered by a tool whose summary says US (see `search.US_ONLY`).
-FOREIGN_PLACES = _words(
-    """
-    china chinese uk britain british england english scotland wales ireland irish japan japanese germany german
-    france french italy italian spain spanish portugal portuguese netherlands dutch belgium belgian switzerland
-    swiss austria austrian sweden swedish norway norwegian denmark danish finland finnish poland polish greece
-    turkey turkish russia russian ukraine ukrainian india indian pakistan bangladesh indonesia indonesian
-    malaysia thailand thai vietnam vietnamese philippines singapore korea korean taiwan taiwanese hong kong
-    australia australian zealand canada canadian mexico mexican brazil brazilian argentina argentinian chile
-    chilean colombia peru venezuela nigeria nigerian egypt egyptian israel israeli saudi arabia emirates uae
-    qatar iran iraq africa african europe european eurozone euro-area asia asian latam emerging ecb boe boj
-    pboc rbi snb rba bundesbank ons eurostat
-    """
-)
-# Words that put a query in the US; they carry the "us" every US-only tool says.
-US_WORDS = _words("us usa america american americans nationwide")
-# US states: a state names a place inside the US (the series are national, which is the closest the catalog has).
-US_STATES = _words(
-    """
-    alabama alaska arizona arkansas california colorado connecticut delaware florida georgia hawaii idaho illinois
-    indiana iowa kansas kentucky louisiana maine maryland massachusetts michigan minnesota mississippi missouri
-    montana nebraska nevada ohio oklahoma oregon pennsylvania tennessee texas utah vermont virginia washington
-    wisconsin wyoming carolina dakota
-    """
-)
-
-# Subjects people ask about near the catalog's edges that no tool covers (other metals and crops, other rates and
-# statistics, private companies, personal accounts and taxes). A query naming one counts it as an unanswered part,
-# like an unknown word, even when its words appear in tool texts ("real estate", "consumer confidence").
-OUT_OF_SCOPE = (
-    "platinum",
-    "palladium",
-    "nickel",
-    "zinc",
-    "tin",
-    "lithium",
-    "cobalt",
-    "uranium",
-    "iron ore",
-    "steel",
-    "rhodium",
-    "soybean",
-    "soybeans",
-    "soy",
-    "cocoa",
-    "oats",
-    "rice",
-    "cattle",
-    "hogs",
-    "lumber",
-    "orange juice",
-    "sofr",
-    "libor",
-    "mortgage",
-    "mortgages",
-    "prime rate",
-    "deposit rate",
-    "real estate",
-    "home prices",
-    "house prices",
-    "housing",
-    "rent",
-    "consumer confidence",
-    "consumer sentiment",
-    "pmi",
-    "national debt",
-    "government debt",
-    "federal debt",
-    "deficit",
-    "credit rating",
-    "credit score",
-    "nft",
-    "nfts",
-    "gas fee",
-    "gas fees",
-    "private valuation",
-    "privately",
-    "bank account",
-    "bank balance",
-    "brokerage account",
-    "savings account",
-    "my account",
-    "tax",
-    "taxes",
-    "401k",
-    "ira",
-    "meeting",
-    "meetings",
-    # ratings and scores the catalog has no data for ("rating" alone would stem to "rate")
-    "esg",
-    "pce",
-    "short interest",
-    "days to cover",
-    "funding round",
-    # everyday life: shopping, travel, places, entertainment
-    "near me",
-    "store hours",
-    "opening hours",
-    "groceries",
-    "grocery",
-    "checking account",
-    "return policy",
-    "oil change",
-    "cup",
-    "menu",
-    "recipe",
-    "restaurant",
-    "hotel",
-    "flight",
-    "flights",
-    "weather",
-    "tickets",
-    "concert",
-    "movie",
-    "cheat codes",
-    "things to do",
-    "vacation",
-    "capital of",
-    "super bowl",
-    "big mac",
-)
-
 # Phrases that make a query an explanation rather than a look-up (see search._asks_for_other).
 EXPLAIN_PHRASES = ("difference between", "definition of", "meaning of", "how does it work")
 # Phrases of a chat with the assistant itself.
@@ -589,3 +132,152 @@ CHAT_PHRASES = (
 # ("buy 10 shares", "sell all my", "open an account", "book me a flight", "write a letter").
 ACTION_VERBS = _words("buy sell short place open book write translate transfer send pay cancel execute draft compose")
 ACTION_OBJECTS = _words("a an the my me all some this these that our")
+
+
+# --- what a catalog adds -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hint:
+    """Query words that lean towards some tools without naming them ("right now" towards live quotes): each such
+    word brings in `terms` (term -> factor) as one concept of `weight` (< 1: a hint never decides alone)."""
+
+    words: frozenset[str]
+    weight: float
+    terms: Mapping[str, float]
+    label: str = ""
+    years: bool = False  # a year (1900-2099) counts as one of the words
+
+
+@dataclass(frozen=True, slots=True)
+class Pairs:
+    """Named things of one kind that, two in a query, ask for a relation between them ("EUR to USD": an exchange
+    rate). One alone is a light hint (`one`); two or more, or one beside a `stands_for` word, the full concept
+    (`two`), which also counts as saying the words of `says`."""
+
+    words: frozenset[str]
+    weak: frozenset[str]  # count only beside another of the kind ("pound" is also a weight)
+    codes: frozenset[str]  # short codes, also recognised two at a time in one word when `joined` (EURUSD)
+    joined: bool
+    terms: Mapping[str, float]
+    one: Hint
+    two: Hint
+    says: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Tools whose summary matches `tools` (a regex) cover one place only; a query naming a place `outside` it is
+    not answered by them, and `inside` words are a light hint towards them."""
+
+    tools: str
+    term: str
+    weight: float
+    inside: frozenset[str]
+    outside: frozenset[str]
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Vocabulary:
+    """What one catalog adds to English for search; every part is optional (see spec/alphavantage.vocabulary.yaml
+    and docs/search.md)."""
+
+    filler: frozenset[str] = frozenset()  # words dropped like stopwords
+    word_forms: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    phrases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # "after hours" -> afterhours
+    abbreviations: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # "m&a" -> words
+    signed_words: frozenset[str] = frozenset()  # "+DI": a sign before these reads as "plus"/"minus"
+    spacing: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # day -> daily ("each day")
+    synonyms: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    entity_words: frozenset[str] = frozenset()  # names of things to look up (companies)
+    entity_codes: frozenset[str] = frozenset()  # their short codes (tickers)
+    entity_hint: Hint | None = None
+    now: Hint | None = None
+    past: Hint | None = None
+    # A word of tool names -> +1 (live data) or -1 (past data): a faint lean when a query names no time.
+    tense: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    pairs: Pairs | None = None
+    stands_for: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # bitcoin -> crypto
+    scope: Scope | None = None
+    out_of_scope: tuple[str, ...] = ()
+    data: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any] | None) -> Vocabulary:
+        """A vocabulary from its file's data (validated by the spec loader, or read back from a compiled catalog)."""
+        if not data:
+            return EMPTY
+        entities = data.get("entities") or {}
+        time = data.get("time") or {}
+        pairs = data.get("pairs")
+        scope = data.get("scope")
+        return cls(
+            filler=_lower(data.get("filler", ())),
+            word_forms=_proxy({k.lower(): v.lower() for k, v in (data.get("word_forms") or {}).items()}),
+            phrases=_proxy({" ".join(k.lower().split()): v.lower() for k, v in (data.get("phrases") or {}).items()}),
+            abbreviations=_proxy({k.lower(): v.lower() for k, v in (data.get("abbreviations") or {}).items()}),
+            signed_words=_lower(data.get("signed_words", ())),
+            spacing=_proxy({k.lower(): v.lower() for k, v in (data.get("spacing") or {}).items()}),
+            synonyms=_proxy({k.lower(): tuple(w.lower() for w in v) for k, v in (data.get("synonyms") or {}).items()}),
+            entity_words=_lower(entities.get("words", ())),
+            entity_codes=_lower(entities.get("codes", ())),
+            entity_hint=_hint(entities, "entity") if entities.get("terms") else None,
+            now=_hint(time["now"], "now") if time.get("now") else None,
+            past=_hint(time["past"], "past") if time.get("past") else None,
+            tense=_proxy({k.lower(): int(v) for k, v in (time.get("tense") or {}).items()}),
+            pairs=_pairs(pairs) if pairs else None,
+            stands_for=_proxy(
+                {word.lower(): term.lower() for term, words in (data.get("stands_for") or {}).items() for word in words}
+            ),
+            scope=_scope(scope) if scope else None,
+            out_of_scope=tuple(p.lower() for p in data.get("out_of_scope", ())),
+            data=_proxy(dict(data)),
+        )
+
+
+def _lower(words: Any) -> frozenset[str]:
+    return frozenset(w.lower() for w in words)
+
+
+def _proxy(mapping: dict[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(mapping)
+
+
+def _hint(data: Mapping[str, Any], label: str) -> Hint:
+    return Hint(
+        words=_lower(data.get("words", ())),
+        weight=float(data["weight"]),
+        terms=_proxy({k.lower(): float(v) for k, v in data["terms"].items()}),
+        label=str(data.get("label", label)),
+        years=bool(data.get("years", False)),
+    )
+
+
+def _pairs(data: Mapping[str, Any]) -> Pairs:
+    terms = {k.lower(): float(v) for k, v in data["terms"].items()}
+    one, two = dict(data["one"], terms=terms), dict(data["two"], terms=terms)
+    return Pairs(
+        words=_lower(data.get("words", ())),
+        weak=_lower(data.get("weak", ())),
+        codes=_lower(data.get("codes", ())),
+        joined=bool(data.get("joined", False)),
+        terms=_proxy(terms),
+        one=_hint(one, "one"),
+        two=_hint(two, "two"),
+        says=_lower(data["two"].get("says", ())),
+    )
+
+
+def _scope(data: Mapping[str, Any]) -> Scope:
+    return Scope(
+        tools=str(data["tools"]),
+        term=str(data["term"]).lower(),
+        weight=float(data["weight"]),
+        inside=_lower(data.get("inside", ())),
+        outside=_lower(data.get("outside", ())),
+        message=str(data["message"]),
+    )
+
+
+EMPTY = Vocabulary()

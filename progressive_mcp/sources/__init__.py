@@ -124,4 +124,4 @@ def filter_catalog(catalog: Catalog, include: Terms, exclude: Terms, *, source: 
     if not tools:
         raise SpecError(source, ["the --include/--exclude filters leave no tool"])
     categories = {k: v for k, v in catalog.categories.items() if any(t.category == k for t in tools)}
-    return Catalog.build(catalog.api, categories, tools)
+    return Catalog.build(catalog.api, categories, tools, catalog.vocabulary)

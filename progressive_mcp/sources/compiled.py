@@ -29,6 +29,7 @@ from progressive_mcp.catalog import (
     _thaw,
 )
 from progressive_mcp.errors import SpecError
+from progressive_mcp.search.vocabulary import Vocabulary
 
 FORMAT_KEY = "progressive_mcp_catalog"
 FORMAT_VERSION = 1
@@ -45,6 +46,7 @@ def to_data(catalog: Catalog) -> dict[str, Any]:
         "api": _record(catalog.api),
         "categories": dict(catalog.categories),
         "tools": [_record(tool) for tool in catalog.tools],
+        **({"vocabulary": dict(catalog.vocabulary.data)} if catalog.vocabulary.data else {}),
     }
 
 
@@ -72,7 +74,7 @@ def from_data(data: Any, source: str = "<compiled catalog>") -> Catalog:
     try:
         api = _api(data["api"])
         tools = tuple(_tool(t) for t in data["tools"])
-        catalog = Catalog.build(api, data["categories"], tools)
+        catalog = Catalog.build(api, data["categories"], tools, Vocabulary.from_data(data.get("vocabulary")))
     except (KeyError, TypeError, ValueError) as exc:
         raise SpecError(source, [f"a compiled catalog with a broken record ({type(exc).__name__}: {exc})"]) from None
     if data.get("version") not in (None, catalog.version):

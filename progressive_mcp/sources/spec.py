@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Annotated, Any, Literal, cast
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from progressive_mcp.catalog import (
     PREMIUM_NOTE,
@@ -36,6 +36,7 @@ from progressive_mcp.catalog import (
     method_annotations,
 )
 from progressive_mcp.errors import SpecError
+from progressive_mcp.search.vocabulary import EMPTY, Vocabulary
 
 ParamType = Literal["string", "integer", "number", "boolean"]
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -247,6 +248,101 @@ class ToolSpec(_Model):
     )
 
 
+# --- the search vocabulary (a file the spec names under `search.vocabulary`) ------------------------------------
+Word = Annotated[str, Field(min_length=1, max_length=MAX_SHORT_TEXT)]
+Words = Annotated[list[Word], Field(max_length=10 * MAX_LIST)]
+Factor = Annotated[float, Field(gt=0, le=1)]
+
+
+class HintSpec(_Model):
+    """Query words that lean towards some tools without naming them: each brings in `terms` at `weight`."""
+
+    words: Words = Field(default_factory=list)
+    weight: Factor
+    terms: dict[Word, Factor] = Field(description="Catalog words (term -> factor) the hint looks for.")
+    label: Word | None = None
+    years: bool = Field(default=False, description="A year (1900-2099) counts as one of the words.")
+
+
+class EntitiesSpec(_Model):
+    """Names of things to look up (companies, and their codes such as tickers): a light concept of `weight`."""
+
+    weight: Factor = 0.2
+    terms: dict[Word, Factor] = Field(default_factory=dict, description="What a bare name most often wants.")
+    words: Words = Field(default_factory=list)
+    codes: Words = Field(default_factory=list, description="Short codes (tickers); all-caps in a query.")
+
+
+class TimeSpec(_Model):
+    now: HintSpec | None = None
+    past: HintSpec | None = None
+    tense: dict[Word, Literal[1, -1]] = Field(
+        default_factory=dict, description="Words of tool names for live (1) or past (-1) data."
+    )
+
+
+class PairSideSpec(_Model):
+    weight: Factor
+    label: Word | None = None
+    says: Words = Field(default_factory=list, description="Words a query naming two of the kind means.")
+
+
+class PairsSpec(_Model):
+    """Named things of one kind (currencies) that, two in a query, ask for the relation between them."""
+
+    one: PairSideSpec
+    two: PairSideSpec
+    terms: dict[Word, Factor]
+    joined: bool = Field(default=False, description="Two 3-letter codes written as one word (EURUSD).")
+    codes: Words = Field(default_factory=list)
+    words: Words = Field(default_factory=list)
+    weak: Words = Field(default_factory=list, description="Count only beside another of the kind.")
+
+
+class ScopeSpec(_Model):
+    """Tools whose summary matches `tools` cover one place only; `outside` places are not answered by them."""
+
+    tools: str = Field(max_length=MAX_SHORT_TEXT, description="A regular expression over tool summaries.")
+    term: Word
+    weight: Factor
+    message: str = Field(max_length=MAX_SHORT_TEXT)
+    inside: Words = Field(default_factory=list)
+    outside: Words = Field(default_factory=list)
+
+    @field_validator("tools")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+
+class VocabularySpec(_Model):
+    """What a catalog adds to English for TOOL_SEARCH; every part is optional (docs/search.md)."""
+
+    filler: Words = Field(default_factory=list, description="Words dropped like stopwords.")
+    word_forms: dict[Word, Word] = Field(default_factory=dict, description="Spellings read as one form.")
+    phrases: dict[Word, Word] = Field(default_factory=dict, description="Phrases of 2-4 words read as one term.")
+    abbreviations: dict[Word, Word] = Field(default_factory=dict, description="Spelled out before words are split.")
+    signed_words: Words = Field(default_factory=list, description="'+DI': a sign before these reads as plus/minus.")
+    spacing: dict[Word, Word] = Field(default_factory=dict, description="day -> daily, for 'each day', 'day by day'.")
+    synonyms: dict[Word, Words] = Field(default_factory=dict)
+    entities: EntitiesSpec | None = None
+    time: TimeSpec | None = None
+    pairs: PairsSpec | None = None
+    stands_for: dict[Word, Words] = Field(default_factory=dict, description="term -> words that stand for it.")
+    scope: ScopeSpec | None = None
+    out_of_scope: Words = Field(default_factory=list, description="Subjects the catalog lacks.")
+
+
+class SearchSpec(_Model):
+    vocabulary: str | VocabularySpec = Field(
+        description="A vocabulary file (YAML or JSON, relative to the spec) or the vocabulary itself."
+    )
+
+
 class Spec(_Model):
     """A whole spec file."""
 
@@ -266,6 +362,7 @@ class Spec(_Model):
     tools: list[ToolSpec] = Field(
         min_length=1, max_length=MAX_TOOLS, description="The operations; a catalog needs at least one."
     )
+    search: SearchSpec | None = Field(default=None, description="What TOOL_SEARCH should know of this API's words.")
 
 
 def spec_json_schema() -> dict[str, Any]:
@@ -292,10 +389,10 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError(str(path), [f"cannot read the file: {exc.strerror or exc}"]) from None
     except UnicodeDecodeError as exc:
         raise SpecError(str(path), [f"the file is not UTF-8 text: {exc.reason} at byte {exc.start}"]) from None
-    return parse_spec(text, source=str(path))
+    return parse_spec(text, source=str(path), folder=path.parent)
 
 
-def parse_spec(text: str, *, source: str = "<spec>") -> Spec:
+def parse_spec(text: str, *, source: str = "<spec>", folder: Path | None = None) -> Spec:
     """Parse spec text (YAML or JSON) and validate it; see `load_spec`.
 
     JSON text takes a fast path (~1 ms instead of ~45 ms of YAML parsing for the bundled spec), which
@@ -329,7 +426,30 @@ def parse_spec(text: str, *, source: str = "<spec>") -> Spec:
         if duplicate_keys and not duplicates:  # only if the two parsers disagree: keep the bare lines
             rendered += [f"line {line}: duplicate key {key!r}" for line, key in duplicate_keys]
         raise SpecError(source, rendered)
+    if spec.search and isinstance(spec.search.vocabulary, str):
+        vocabulary = _load_vocabulary((folder or Path.cwd()) / spec.search.vocabulary)
+        spec = spec.model_copy(update={"search": SearchSpec(vocabulary=vocabulary)})
     return spec
+
+
+def _load_vocabulary(path: Path) -> VocabularySpec:
+    """The vocabulary file a spec names, validated; a SpecError names the file, and the line of each problem."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(str(path), [f"cannot read the vocabulary file the spec names: {exc.strerror or exc}"]) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(path), [f"the file is not UTF-8 text: {exc.reason} at byte {exc.start}"]) from None
+    data, _ = _parse_yaml(text, str(path))
+    if not isinstance(data, dict):
+        raise SpecError(str(path), ["a vocabulary file is a mapping (synonyms, phrases, entities, ...)"])
+    try:
+        return VocabularySpec.model_validate(data)
+    except ValidationError as exc:
+        lines, _ = _line_index(text)
+        raise SpecError(
+            str(path), [_render(where, msg, data, lines) for where, msg in _pydantic_problems(exc)]
+        ) from None
 
 
 def _parse_yaml(text: str, source: str) -> tuple[Any, list[tuple[int, str]]]:
@@ -897,7 +1017,14 @@ def build_catalog(spec: Spec) -> Catalog:
     """The catalog a valid spec describes."""
     outputs = _Outputs(spec)
     tools = tuple(_build_tool(spec, tool, outputs) for tool in spec.tools)
-    return Catalog.build(_api(spec.api), spec.categories, tools)
+    return Catalog.build(_api(spec.api), spec.categories, tools, _vocabulary(spec))
+
+
+def _vocabulary(spec: Spec) -> Vocabulary:
+    """The search vocabulary of a spec (already read by `parse_spec` when it named a file)."""
+    if spec.search is None or not isinstance(spec.search.vocabulary, VocabularySpec):
+        return EMPTY
+    return Vocabulary.from_data(spec.search.vocabulary.model_dump(exclude_none=True))
 
 
 def _api(api: ApiSpec) -> Api:

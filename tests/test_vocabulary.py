@@ -1,0 +1,161 @@
+"""Tests for catalog search vocabularies: the engine knows only English and tool structure, and what a domain
+adds (synonyms, names, phrases, scope, subjects it lacks) is data the spec names under `search.vocabulary`.
+
+The bundled Alpha Vantage catalog carries its vocabulary as `spec/alphavantage.vocabulary.yaml`, through
+`spec compile` too; a catalog without one is searched with English alone; a broken vocabulary file is a
+SpecError naming the file and the line.
+
+Run with: .venv/bin/python -m pytest tests/test_vocabulary.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_spec import TEMPLATE, edit
+
+from progressive_mcp.errors import SpecError
+from progressive_mcp.search.index import SearchIndex, reading_for
+from progressive_mcp.search.vocabulary import EMPTY, Vocabulary
+from progressive_mcp.sources import default_spec_path, load_catalog
+from progressive_mcp.sources.spec import build_catalog, parse_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+LASTFM = ROOT / "tests" / "fixtures" / "lastfm" / "lastfm.yaml"
+TOOLS_LINE = "tools:\n"
+
+
+def with_search(search: str, text: str = TEMPLATE) -> str:
+    return edit(TOOLS_LINE, f"search:\n{search}{TOOLS_LINE}", text)
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --- where a vocabulary comes from ---------------------------------------------------------------------------------
+
+
+def test_the_bundled_catalog_carries_its_finance_vocabulary() -> None:
+    vocabulary = load_catalog().vocabulary
+    assert "eps" in vocabulary.synonyms and "aapl" in vocabulary.entity_codes
+    assert vocabulary.pairs is not None and "usd" in vocabulary.pairs.codes
+    assert vocabulary.scope is not None and "canada" in vocabulary.scope.outside
+
+
+def test_catalogs_without_a_vocabulary_are_searched_with_english_alone() -> None:
+    assert load_catalog(LASTFM).vocabulary is EMPTY
+    assert build_catalog(parse_spec(TEMPLATE)).vocabulary is EMPTY
+
+
+def test_the_finance_words_left_the_engine() -> None:
+    """English alone knows no ticker, synonym or currency: the same words read plainly."""
+    english = reading_for(EMPTY)
+    finance = reading_for(load_catalog().vocabulary)
+    assert [t.term for t in english.tokenize("after hours")] == ["after", "hour"]
+    assert [t.term for t in finance.tokenize("after hours")] == ["afterhours"]
+    assert english.stem("mkt") == "mkt" and finance.stem("mkt") == "market"
+
+
+def test_a_vocabulary_file_beside_the_spec_and_one_inline_read_the_same(tmp_path: Path) -> None:
+    vocabulary = "synonyms:\n  cost: [price]\nout_of_scope: [platinum]\n"
+    write(tmp_path, "words.yaml", vocabulary)
+    from_file = load_catalog(write(tmp_path, "spec.yaml", with_search("  vocabulary: words.yaml\n")))
+    inline = build_catalog(parse_spec(with_search("  vocabulary:\n    synonyms: {cost: [price]}\n")))
+    assert from_file.vocabulary.synonyms == inline.vocabulary.synonyms == {"cost": ("price",)}
+    assert from_file.vocabulary.out_of_scope == ("platinum",)
+
+
+def test_a_synonym_from_the_vocabulary_finds_a_tool_its_words_do_not_name() -> None:
+    plain = build_catalog(parse_spec(TEMPLATE))
+    taught = build_catalog(parse_spec(with_search("  vocabulary:\n    synonyms: {worth: [price]}\n")))
+    assert SearchIndex(plain.tools, plain.vocabulary).search("what is MSFT worth") == []
+    hits = SearchIndex(taught.tools, taught.vocabulary).search("what is MSFT worth")
+    assert hits and hits[0].name == "MY_TOOL"
+
+
+def test_spec_compile_carries_the_vocabulary_inside_its_json(tmp_path: Path) -> None:
+    out = tmp_path / "compiled.json"
+    subprocess.run(
+        [sys.executable, "-m", "progressive_mcp.cli", "spec", "compile", str(default_spec_path()), "-o", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    assert isinstance(json.loads(out.read_text())["search"]["vocabulary"], dict)
+    elsewhere = tmp_path / "moved" / "alphavantage.json"  # read without the folder it came from
+    elsewhere.parent.mkdir()
+    out.rename(elsewhere)
+    compiled, yaml_catalog = load_catalog(elsewhere), load_catalog()
+    assert compiled.vocabulary.data == yaml_catalog.vocabulary.data
+    for query in ("EUR to JPY", "UK inflation rate", "aapl after hours price", "buy 10 shares of TSLA"):
+        a = SearchIndex(compiled.tools, compiled.vocabulary).search(query)
+        b = SearchIndex(yaml_catalog.tools, yaml_catalog.vocabulary).search(query)
+        assert a == b
+
+
+def test_a_compiled_catalog_keeps_its_vocabulary(tmp_path: Path) -> None:
+    from progressive_mcp.sources.compiled import dumps, loads
+
+    catalog = load_catalog()
+    again = loads(dumps(catalog))
+    assert again.vocabulary.data == catalog.vocabulary.data
+    assert Vocabulary.from_data(None) is EMPTY
+
+
+# --- mistakes ------------------------------------------------------------------------------------------------------
+
+
+def test_a_missing_vocabulary_file_is_named(tmp_path: Path) -> None:
+    spec = write(tmp_path, "spec.yaml", with_search("  vocabulary: nowhere.yaml\n"))
+    with pytest.raises(SpecError) as error:
+        load_catalog(spec)
+    assert "nowhere.yaml" in str(error.value) and "cannot read the vocabulary file" in str(error.value)
+
+
+def test_a_broken_vocabulary_names_the_file_the_field_and_the_line(tmp_path: Path) -> None:
+    write(tmp_path, "words.yaml", "synonyms:\n  cost: [price]\nsynonymz: {}\nscope:\n  tools: '('\n")
+    spec = write(tmp_path, "spec.yaml", with_search("  vocabulary: words.yaml\n"))
+    with pytest.raises(SpecError) as error:
+        load_catalog(spec)
+    text = str(error.value)
+    assert "words.yaml" in text and "synonymz" in text and "line 3" in text
+    assert "not a regular expression" in text
+
+
+def test_an_inline_vocabulary_is_checked_with_the_spec() -> None:
+    with pytest.raises(SpecError) as error:
+        parse_spec(with_search("  vocabulary:\n    synonyms: {cost: price}\n"))
+    assert "search.vocabulary" in str(error.value)
+
+
+# --- English alone, on any catalog -----------------------------------------------------------------------------------
+
+
+def test_identifiers_split_into_their_words() -> None:
+    reading = reading_for(EMPTY)
+    terms = [t.term for t in reading.tokenize("artist.getSimilar getTopTracks list-droplets HTTPServer iPhone")]
+    assert terms[:6] == ["artist.get", "similar", "get", "top", "track", "list"]
+    assert "server" in terms and "http" in terms and "iphon" in terms  # iPhone stays one word
+
+
+def test_a_dotted_name_of_catalog_words_is_read_as_those_words() -> None:
+    catalog = load_catalog(LASTFM)
+    index = SearchIndex(catalog.tools, catalog.vocabulary)
+    analysis = index.analyse("how do I call track.love")
+    assert {"track", "lov"} <= analysis.terms and not analysis.entities
+
+
+def test_a_request_to_act_is_off_topic_only_for_a_catalog_that_only_reads() -> None:
+    """Alpha Vantage only reads: "send ..." asks for something no tool does. Last.fm's tools write too."""
+    av = load_catalog()
+    assert SearchIndex(av.tools, av.vocabulary).rank("send the report to my boss").off_topic
+    lastfm = load_catalog(LASTFM)
+    ranking = SearchIndex(lastfm.tools, lastfm.vocabulary).rank("love this track for me")
+    assert ranking.off_topic != "a request to act, not to look something up"
+    assert not ranking.analysis.action
