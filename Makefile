@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 SAMPLE_PORT ?= 8765
 PORT ?= 8000
 
-.PHONY: demo test lint serve conformance smoke load synth deploy destroy bench tokens spec-schema clean
+.PHONY: demo test lint serve conformance smoke load synth deploy destroy bench tokens eval spec-schema clean
 
 $(BASE_STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ lint: $(STAMP)
 
 tokens: $(STAMP)
 	@$(VENV)/bin/progressive-mcp tokens
+
+# TOOL_SEARCH on every catalog of eval/catalogs.yaml beside plain BM25 (a report, not a gate; not part of `test`).
+# The OpenAPI documents are read from ../shared/openapi/ or $OPENAPI_DOCS_DIR; absent ones are skipped.
+eval: $(STAMP)
+	@$(VENV)/bin/progressive-mcp eval --catalogs $(EVAL_ARGS)
 
 bench: $(STAMP)
 	@$(PY) bench/run.py

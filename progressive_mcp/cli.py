@@ -17,6 +17,8 @@ from progressive_mcp.errors import ProgressiveMCPError
 from progressive_mcp.settings import AUTH_MODES, MODES
 from progressive_mcp.sources import default_spec_path, load_catalog
 
+DEFAULT_MANIFEST = "eval/catalogs.yaml"  # `eval --catalogs` without a file
+
 
 def _spec_check(args: argparse.Namespace) -> int:
     from progressive_mcp.sources import load_catalog_with_report
@@ -128,11 +130,20 @@ def _tokens(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from progressive_mcp.search.catalogs_eval import catalogs_report
     from progressive_mcp.search.evaluation import evaluation_report
 
+    if args.queries is None and args.catalogs is None:
+        args.parser.error("give a QUERIES file or --catalogs [MANIFEST]")
+    if args.queries is not None and args.catalogs is not None:
+        args.parser.error("give a QUERIES file or --catalogs [MANIFEST], not both")
+    if args.catalogs is not None and args.spec:
+        args.parser.error("--spec does not go with --catalogs: the manifest names each catalog's spec")
     try:
-        print(
-            evaluation_report(
+        if args.catalogs is not None:
+            text = catalogs_report(args.catalogs, split=args.split, as_json=args.json, show_misses=args.show_misses)
+        else:
+            text = evaluation_report(
                 args.queries,
                 spec_path=args.spec,
                 baseline=args.baseline,
@@ -140,7 +151,7 @@ def _eval(args: argparse.Namespace) -> int:
                 as_json=args.json,
                 show_misses=args.show_misses,
             )
-        )
+        print(text)
     except ProgressiveMCPError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -262,8 +273,19 @@ def build_parser() -> argparse.ArgumentParser:
     eval_ = commands.add_parser(
         "eval", help="retrieval quality of TOOL_SEARCH on labelled queries (a report: exits 0 unless input is invalid)"
     )
-    eval_.add_argument("queries", help="JSONL query file, e.g. eval/queries.jsonl")
-    eval_.add_argument("--baseline", choices=["bm25"], help="also run a baseline ranker and show it beside the engine")
+    eval_.add_argument("queries", nargs="?", help="JSONL query file, e.g. eval/queries.jsonl (or use --catalogs)")
+    eval_.add_argument(
+        "--catalogs",
+        nargs="?",
+        const=DEFAULT_MANIFEST,
+        metavar="MANIFEST",
+        help=f"every catalog a manifest lists, the engine beside bm25, a row each (default {DEFAULT_MANIFEST})",
+    )
+    eval_.add_argument(
+        "--baseline",
+        choices=["bm25"],
+        help="also run a baseline ranker and show it beside the engine (--catalogs always does)",
+    )
     eval_.add_argument("--split", choices=["dev", "test", "all"], default="all", help="queries to use (default all)")
     eval_.add_argument("--json", action="store_true", help="machine-readable output")
     eval_.add_argument("--spec", help="spec file (default: the bundled one)")
@@ -272,9 +294,10 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         metavar="N",
-        help="list up to N positives without a grade-2 tool in the engine's top 5, and N negatives that got results",
+        help="list up to N positives without a grade-2 tool in the engine's top 5, and N negatives that got results "
+        "(with --catalogs: per catalog, tuning splits only)",
     )
-    eval_.set_defaults(func=_eval)
+    eval_.set_defaults(func=_eval, parser=eval_)
 
     from progressive_mcp.offline import sample_upstream
 

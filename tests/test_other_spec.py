@@ -1,4 +1,5 @@
-"""A second, non-finance catalog end to end: the Last.fm spec in tests/fixtures/lastfm/ through every command.
+"""A second, non-finance catalog end to end: the Last.fm spec in tests/fixtures/lastfm/ (queries in eval/lastfm.jsonl)
+through every command.
 
 `spec check`, `tokens`, `eval`, `stdio` (the SDK client) and `serve` (the SDK client over HTTP) all work on it,
 against a small fake of Last.fm's API on 127.0.0.1, and no answer carries Alpha Vantage wording (tickers,
@@ -32,7 +33,7 @@ from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "lastfm"
 SPEC = FIXTURE / "lastfm.yaml"
-QUERIES = FIXTURE / "queries.jsonl"
+QUERIES = ROOT / "eval" / "lastfm.jsonl"
 KEY = "LaStFm-KEY-0042"
 # Words of the bundled finance catalog that must not reach a Last.fm user.
 ALIEN = re.compile(r"alpha ?vantage|SYMBOL_SEARCH|ticker|\bsymbol\b|entitlement|outputsize", re.IGNORECASE)
