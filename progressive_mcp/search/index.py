@@ -964,7 +964,7 @@ def _asks_for_other(tokens: list[Token]) -> str | None:
     if first == "will" or (first == "should" and rest[:1] in (["i"], ["we"])) or (first == "which" and "will" in rest):
         return "asks for advice or a forecast, which no data tool gives"
     if (first in ("how", "who") and rest[:1] in (["old"], ["was"], ["won"])) or {"invented", "founded"} & set(rest):
-        return "asks about a person or a story, not for market data"
+        return "asks about a person or a story, which no data tool gives"
     return None
 
 
