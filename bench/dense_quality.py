@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import statistics
@@ -52,14 +53,32 @@ from progressive_mcp.search.evaluation import (  # noqa: E402
 )
 from progressive_mcp.sources import load_catalog  # noqa: E402
 
-# name: (queries, catalog); None is the bundled Alpha Vantage catalog.
+OPENAPI_DOCS = Path(os.environ.get("OPENAPI_DOCS_DIR") or ROOT.parent / "shared" / "openapi")
+
+
+def first_existing(*paths: str | Path) -> str:
+    """The first of the paths that exists (the query sets are moving to eval/), else the first."""
+    return str(next((Path(p) for p in paths if Path(p).exists()), Path(paths[0])))
+
+
+def _query_file(name: str, *elsewhere: str) -> str:
+    return first_existing(ROOT / "eval" / f"{name}.jsonl", *elsewhere, f"/work/main/eval/{name}.jsonl")
+
+
+# name: (queries, catalog); None is the bundled Alpha Vantage catalog. Override with --set NAME=QUERIES,CATALOG.
 SETS: dict[str, tuple[str, str | None]] = {
-    "lastfm": ("/work/main/tests/fixtures/lastfm/queries.jsonl", "/work/main/tests/fixtures/lastfm/lastfm.yaml"),
-    "spotify": ("/work/eval-drafts/spotify.jsonl", "/work/shared/openapi/spotify/openapi.yaml"),
-    "slack": ("/work/eval-drafts/slack.jsonl", "/work/shared/openapi/slack/swagger.json"),
+    "lastfm": (
+        _query_file("lastfm", str(ROOT / "tests" / "fixtures" / "lastfm" / "queries.jsonl")),
+        str(ROOT / "tests" / "fixtures" / "lastfm" / "lastfm.yaml"),
+    ),
+    "spotify": (
+        _query_file("spotify", "/work/eval-drafts/spotify.jsonl"),
+        str(OPENAPI_DOCS / "spotify" / "openapi.yaml"),
+    ),
+    "slack": (_query_file("slack", "/work/eval-drafts/slack.jsonl"), str(OPENAPI_DOCS / "slack" / "swagger.json")),
     "digitalocean": (
-        "/work/eval-drafts/digitalocean.jsonl",
-        "/work/shared/openapi/digitalocean/specification/DigitalOcean-public.v2.yaml",
+        _query_file("digitalocean", "/work/eval-drafts/digitalocean.jsonl"),
+        str(OPENAPI_DOCS / "digitalocean" / "specification" / "DigitalOcean-public.v2.yaml"),
     ),
     "alphavantage": (str(ROOT / "eval" / "queries.jsonl"), None),
 }
