@@ -1,5 +1,5 @@
 # Every target bootstraps .venv from pyproject.toml on first use (and refreshes it when pyproject changes):
-# `demo` needs the package alone; everything else also the dev, aws and infra extras. A .pth file puts the
+# `demo` needs the package alone; everything else also the dev, aws, infra and semantic extras. A .pth file puts the
 # clone on the venv's sys.path, so `python -m stdio_server` and `serve`'s lambda_fn/ work from any directory,
 # as desktop clients start them (the wheel itself installs progressive_mcp alone).
 PYTHON ?= python3
@@ -20,7 +20,7 @@ $(BASE_STAMP): pyproject.toml
 	@touch $(BASE_STAMP)
 
 $(STAMP): $(BASE_STAMP)
-	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,aws,infra]'
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,aws,infra,semantic]'
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -140,3 +140,28 @@ def test_code_mode_bench_runs_its_three_scripts() -> None:
     assert done.returncode == 0, done.stderr
     for line in ("first script of the process", "no tool call", "5 calls, one by one", "5 calls, gathered"):
         assert line in done.stdout
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("wordllama") is None, reason="wordllama is not installed (the `semantic` extra)"
+)
+@pytest.mark.parametrize(
+    ("script", "args", "expected"),
+    [
+        ("dense.py", ["--dims", "64", "--rounds", "1", "--sizes", "1000"], ["cold start", "synthetic 1000 (1000)"]),
+        ("dense_quality.py", ["--only", "lastfm"], ["== lastfm: 57 tools", "engine|dense", "label-free thresholds"]),
+    ],
+)
+def test_dense_benchmarks_run_end_to_end(script: str, args: list[str], expected: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    for text in expected:
+        assert text in done.stdout

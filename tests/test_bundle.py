@@ -406,6 +406,15 @@ def test_runtime_requirements_drop_the_sdk_and_add_powertools() -> None:
     assert not {"boto3", "botocore"} & set(names)
 
 
+def test_runtime_requirements_leave_out_the_semantic_extra() -> None:
+    # The dense search signal (wordllama, and numpy and tokenizers through it) is an optional extra: the asset
+    # carries only [project].dependencies and Powertools, so neither the requirements nor their pins name it.
+    requirements = runtime_requirements(ROOT / "pyproject.toml")
+    names = {bundling._requirement_name(req) for req in requirements}
+    pinned = {pin.partition("==")[0] for pin in bundling.pinned_constraints(requirements)}
+    assert not {"wordllama", "numpy", "tokenizers", "safetensors"} & (names | pinned)
+
+
 def test_runtime_requirements_refuse_boto3(tmp_path: Path) -> None:
     pyproject = (ROOT / "pyproject.toml").read_text().replace('"httpx>=0.28,<0.29",', '"httpx>=0.28,<0.29", "boto3",')
     assert '"boto3",' in pyproject
