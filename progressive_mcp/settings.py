@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from progressive_mcp.calls.sandbox import ScriptLimits
 from progressive_mcp.errors import ConfigError
+from progressive_mcp.search.semantic import semantic_enabled
 from progressive_mcp.sources import default_spec_path
 
 Mode = Literal["progressive", "direct", "hybrid", "code"]
@@ -119,6 +120,7 @@ class Settings:
             values["categories"] = frozenset(split_list(values["categories"])) or None
         settings = cls(**values)
         settings.check()
+        semantic_enabled(env)  # PMCP_SEMANTIC, read by each search index: a wrong value fails at start
         return settings
 
     def with_api_key_from(self, environ: Mapping[str, str], env_name: str | None) -> Settings:

@@ -23,6 +23,7 @@ from progressive_mcp.search.catalogs_eval import (
     run_catalogs,
 )
 from progressive_mcp.search.evaluation import load_queries
+from progressive_mcp.search.semantic import semantic_enabled
 from progressive_mcp.sources import load_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,7 +196,10 @@ def test_misses_come_from_tuning_splits_only(figures: dict[str, Any]) -> None:
 
 
 def test_the_json_shape(figures: dict[str, Any]) -> None:
-    assert set(figures) == {"manifest", "split", "k", "rankers", "targets", "catalogs", "rows", "means", "misses"}
+    assert set(figures) == {
+        "manifest", "split", "k", "rankers", "semantic", "targets", "catalogs", "rows", "means", "misses",
+    }  # fmt: skip
+    assert figures["semantic"] is semantic_enabled()
     assert figures["rankers"] == ["engine", "bm25"] and figures["split"] == "all" and figures["k"] == 10
     assert [t["metric"] for t in figures["targets"]] == [t.metric for t in TARGETS]
     ok = next(c for c in figures["catalogs"] if c["status"] == "ok")

@@ -46,6 +46,7 @@ from progressive_mcp.search.evaluation import (
     select_split,
     summary,
 )
+from progressive_mcp.search.semantic import semantic_enabled
 from progressive_mcp.sources import load_catalog
 
 Role = Literal["reference", "tuning", "held-out"]
@@ -239,6 +240,7 @@ def run_catalogs(manifest_path: str | Path, *, split: str = "all", show_misses: 
         "split": split,
         "k": k,
         "rankers": list(RANKERS),
+        "semantic": semantic_enabled(),
         "targets": [
             {
                 "metric": t.metric,
@@ -405,6 +407,14 @@ def _footer(figures: Mapping[str, Any]) -> list[str]:
         else:
             for part_split, part_role in role.items():
                 by_role[part_role].append(f"{catalog['name']} [{part_split}]")
+    lines.append(
+        "semantic signal: "
+        + (
+            "on (the semantic extra is installed; PMCP_SEMANTIC=off for the lexical engine alone)"
+            if figures.get("semantic")
+            else "off (lexical engine alone)"
+        )
+    )
     roles = "; ".join(f"{role}: {', '.join(names)}" for role, names in by_role.items() if names)
     lines.append(f"roles: {roles}; the reference is left out of the means.")
     for mean in figures["means"]:

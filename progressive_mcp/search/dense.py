@@ -132,6 +132,10 @@ class DenseIndex:
         """The unit-length vector of one text (all zeros when it has no tokens)."""
         return self._embed([text])[0]
 
+    def embed_many(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """The unit-length vectors of several texts, one row each."""
+        return self._embed(list(texts))
+
     def scores(self, query: str) -> NDArray[np.float32]:
         """The cosine similarity of the query to every document, in document order (-1..1; 0 for an empty query)."""
         result: NDArray[np.float32] = self._matrix @ self.embed(query)

@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.errors import ProgressiveMCPError
+from progressive_mcp.search.semantic import semantic_enabled
 from progressive_mcp.sources import load_catalog
 
 Ranker = Callable[[str, int], list[str]]
@@ -532,12 +533,14 @@ def evaluation_report(
             "queries_file": str(queries_path),
             "split": split,
             "catalog_version": catalog.version,
+            "semantic": semantic_enabled(),
             "runs": {name: summary(run) for name, run in runs.items()},
         }
         if found is not None:
             figures["misses"] = found
         return json.dumps(figures, indent=2)
-    title = f"TOOL_SEARCH evaluation: {queries_path}, split {split}, {len(catalog)} tools"
+    signal = "on" if semantic_enabled() else "off"
+    title = f"TOOL_SEARCH evaluation: {queries_path}, split {split}, {len(catalog)} tools, semantic signal {signal}"
     text = f"{title}\n{format_table(runs)}"
     if found is not None:
         text += "\n\n" + format_misses(found)

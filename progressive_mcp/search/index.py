@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 from progressive_mcp.catalog import CatalogTool
 from progressive_mcp.search import vocabulary as vocab
+from progressive_mcp.search.semantic import SemanticRescue, semantic_enabled
 from progressive_mcp.search.vocabulary import EMPTY, Hint, Vocabulary
 
 # --- how tools are indexed (BM25F) ---------------------------------------------------------------------------------
@@ -67,7 +68,7 @@ K1 = 1.2  # term-frequency saturation
 SYNONYM_FACTOR = 0.7  # a synonym counts this much of the word the user typed
 FUZZY_FACTOR = 0.8  # a misspelt word, read as the catalog word one edit away
 ENTITY_WEIGHT = 0.2  # a name (a ticker, a company, a capitalised word no tool knows) says what, barely which tool
-UNKNOWN_WEIGHT = 0.8  # a content word no tool knows counts against the match this much (of a rare word's weight)
+UNKNOWN_WEIGHT = 0.3  # a content word no tool knows counts against the match this much (of a rare word's weight)
 OUT_OF_SCOPE_WEIGHT = 1.5  # the same for a subject the catalog is known to lack (`Vocabulary.out_of_scope`)
 
 # --- how tools are ranked ----------------------------------------------------------------------------------------
@@ -143,6 +144,7 @@ class Ranking:
     relative: float
     confidence: float
     off_topic: str | None
+    semantic: bool = False  # the lexical engine left it unanswered; `scores` are the semantic rescue's cosines
 
 
 # --- text to terms ---------------------------------------------------------------------------------------------
@@ -460,7 +462,9 @@ _UNSTEMMED = frozenset({"news", "series", "gas", "plus", "minus", "status", "bia
 class SearchIndex:
     """Per-term postings over a fixed set of tools; built once, read-only afterwards (safe to share)."""
 
-    def __init__(self, tools: Iterable[CatalogTool], vocabulary: Vocabulary = EMPTY) -> None:
+    def __init__(
+        self, tools: Iterable[CatalogTool], vocabulary: Vocabulary = EMPTY, *, semantic: bool | None = None
+    ) -> None:
         """`vocabulary`: what the tools' catalog adds to English (its `Catalog.vocabulary`)."""
         self._tools = list(tools)
         n = len(self._tools)
@@ -505,6 +509,13 @@ class SearchIndex:
         tense = {reading.stem(word): sign for word, sign in vocabulary.tense.items()}
         self._tense = [(doc, sign) for term, sign in tense.items() for doc, _ in self._name_terms.get(term, ())]
         self._out_of_scope = frozenset(tuple(t.term for t in reading.tokenize(p)) for p in vocabulary.out_of_scope)
+        self._unknown_weight = UNKNOWN_WEIGHT if vocabulary.unknown_weight is None else vocabulary.unknown_weight
+        # The semantic second opinion (PMCP_SEMANTIC; None: from the environment), for catalogs whose vocabulary
+        # leaves unknown words to the engine's default: a curated vocabulary's no-match stands.
+        if semantic is None:
+            semantic = semantic_enabled()
+        uncurated = vocabulary.unknown_weight is None
+        self._semantic = SemanticRescue(self._tools) if semantic and uncurated and self._tools else None
         # A request to act ("book me a flight") is off-topic only for a catalog whose every tool just reads.
         self._read_only = all(tool.annotations.get("readOnlyHint") is True for tool in self._tools)
         self._hints = {
@@ -542,6 +553,12 @@ class SearchIndex:
         ranking = self.rank(query, limit=limit, categories=categories)
         if ranking.off_topic:
             return []
+        if ranking.semantic:
+            return [
+                Hit(tool.name, round(max(score, 0.0), 3), tool.summary, tool.category)
+                for index, score in ranking.scores[:limit]
+                for tool in (self._tools[index],)
+            ]
         total = ranking.analysis.mass
         best = ranking.scores[0][1]
         hits = []
@@ -631,7 +648,9 @@ class SearchIndex:
             candidates = [(score * premium[doc], -doc) for doc, score in scores.items()]
         top = [(-doc, score) for score, doc in heapq.nlargest(keep, candidates)]
         if not top:
-            return Ranking(analysis, [], 0.0, 0.0, 0.0, "no tool shares a word with it")
+            return self._second_opinion(
+                query, Ranking(analysis, [], 0.0, 0.0, 0.0, "no tool shares a word with it"), excluded, categories
+            )
         depth = [doc for doc, _ in top[:COVERAGE_DEPTH]]
         covered = 0.0
         for concept in analysis.concepts:
@@ -645,7 +664,28 @@ class SearchIndex:
         coverage, relative = covered / total, top[0][1] / total
         confidence = (coverage + min(relative, 1.0)) / 2
         reason = "the best tools leave too much of it unanswered" if confidence < MIN_CONFIDENCE else None
-        return Ranking(analysis, top, coverage, relative, confidence, reason)
+        ranking = Ranking(analysis, top, coverage, relative, confidence, reason)
+        return self._second_opinion(query, ranking, excluded, categories) if reason else ranking
+
+    def _second_opinion(
+        self, query: str, ranking: Ranking, excluded: frozenset[int], categories: frozenset[str] | None
+    ) -> Ranking:
+        """A ranking the lexical engine would call off-topic, rescued by the semantic signal when it says the query
+        is about this catalog after all (`semantic.SemanticRescue`); else the ranking unchanged."""
+        if self._semantic is None:
+            return ranking
+        rescued = self._semantic.rescue(query, ranking.scores, ranking.confidence)
+        if rescued is None:
+            return ranking
+        tools = self._tools
+        kept = [
+            (doc, score)
+            for doc, score in rescued
+            if doc not in excluded and (not categories or tools[doc].category in categories)
+        ]
+        if not kept:
+            return ranking
+        return Ranking(ranking.analysis, kept, ranking.coverage, ranking.relative, ranking.confidence, None, True)
 
     # --- reading a query ------------------------------------------------------------------------------------
 
@@ -780,7 +820,7 @@ class SearchIndex:
         if not any(t in self._vocabulary for t in expansions):
             fixed = self._correct(term)
             if fixed is None:
-                return self._unknown(term, UNKNOWN_WEIGHT)
+                return self._unknown(term, self._unknown_weight)
             expansions = {fixed: FUZZY_FACTOR}
             for synonym in self._synonyms.get(fixed, ()):
                 expansions.setdefault(synonym, FUZZY_FACTOR * SYNONYM_FACTOR)

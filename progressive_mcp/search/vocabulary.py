@@ -201,6 +201,7 @@ class Vocabulary:
     stands_for: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # bitcoin -> crypto
     scope: Scope | None = None
     out_of_scope: tuple[str, ...] = ()
+    unknown_weight: float | None = None  # None: the engine's default (`index.UNKNOWN_WEIGHT`)
     data: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
 
     @classmethod
@@ -232,6 +233,7 @@ class Vocabulary:
             ),
             scope=_scope(scope) if scope else None,
             out_of_scope=tuple(p.lower() for p in data.get("out_of_scope", ())),
+            unknown_weight=data.get("unknown_weight"),
             data=_proxy(dict(data)),
         )
 

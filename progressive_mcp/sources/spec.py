@@ -335,6 +335,13 @@ class VocabularySpec(_Model):
     stands_for: dict[Word, Words] = Field(default_factory=dict, description="term -> words that stand for it.")
     scope: ScopeSpec | None = None
     out_of_scope: Words = Field(default_factory=list, description="Subjects the catalog lacks.")
+    unknown_weight: float | None = Field(
+        None,
+        ge=0,
+        le=2,
+        description="How much a query word no tool knows counts against a match, as a share of a rare word's "
+        "weight (the engine's default suits catalogs whose texts were not written with searchers' words in mind).",
+    )
 
 
 class SearchSpec(_Model):

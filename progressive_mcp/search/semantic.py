@@ -1,0 +1,125 @@
+"""The semantic second opinion: where a query's words leave it unanswered, ask the dense signal before saying no.
+
+The lexical engine (`index.SearchIndex`) judges a query off-topic when the best tools leave too much of it
+unanswered (`Ranking.confidence` below `index.MIN_CONFIDENCE`). On a catalog nobody curated, that judgment is
+often wrong: "who sounds like Radiohead" shares no word with `artist.getSimilar`. When the `semantic` extra is
+installed (`dense.available()`), such a query is embedded and compared with every tool (`dense.DenseIndex`):
+
+- the catalog's bar is the highest cosine any of ~120 everyday requests (``everyday.txt``: cooking, weather,
+  homework, ...) reaches on any of its tools, computed once per catalog when the signal is first needed. A query
+  whose best tool is closer than every everyday request came is about this catalog;
+- the query's lexical confidence lowers the bar a little (`CONFIDENCE_CREDIT`): a half-answered question needs
+  less semantic evidence than one sharing no word with the catalog;
+- a rescued query's tools are the lexical and the dense rankings fused by reciprocal rank (`DENSE_WEIGHT`).
+
+A query the lexical engine answers confidently is never touched, nor one it rejects for its shape (a request to
+act, to explain, to chat), nor any query of a catalog whose vocabulary is curated (one that sets
+`unknown_weight`: there an unknown word already means what its author decided). The constants were chosen on
+the tuning sets only (Last.fm, Spotify's dev split; eval/README.md).
+
+`PMCP_SEMANTIC` turns it on or off: ``auto`` (the default: on when the extra is installed), ``on`` (an error
+without the extra) or ``off``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from progressive_mcp.errors import ConfigError
+from progressive_mcp.search import dense
+
+if TYPE_CHECKING:
+    from progressive_mcp.catalog import CatalogTool
+
+SEMANTIC_ENV = "PMCP_SEMANTIC"
+SEMANTIC_VALUES = ("auto", "on", "off")
+CONFIDENCE_CREDIT = 0.1  # each unit of lexical confidence lowers the cosine a query needs by this much
+DENSE_WEIGHT = 2.0  # the dense ranking's weight against the lexical one's 1 in a rescued query's fusion
+DEPTH = 10  # how many tools of each ranking the fusion considers
+
+log = logging.getLogger(__name__)
+
+
+def semantic_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether TOOL_SEARCH may ask the dense signal, from PMCP_SEMANTIC (auto, on, off; default auto).
+
+    Raises ConfigError for any other value, or for ``on`` without the `semantic` extra.
+    """
+    value = (os.environ if environ is None else environ).get(SEMANTIC_ENV, "auto").strip().lower() or "auto"
+    if value not in SEMANTIC_VALUES:
+        raise ConfigError(f"{SEMANTIC_ENV} must be one of {', '.join(SEMANTIC_VALUES)}, not {value!r}")
+    if value == "off":
+        return False
+    if dense.available():
+        return True
+    if value == "on":
+        raise ConfigError(
+            f"{SEMANTIC_ENV}=on needs the semantic extra: pip install 'progressive-mcp[semantic]' "
+            f"(or set {SEMANTIC_ENV}=off)"
+        )
+    return False
+
+
+@lru_cache(maxsize=1)
+def everyday_requests() -> tuple[str, ...]:
+    """The everyday requests that set each catalog's bar (``everyday.txt``, comments and blank lines left out)."""
+    text = Path(__file__).with_name("everyday.txt").read_text(encoding="utf-8")
+    return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+class SemanticRescue:
+    """The dense index of one catalog's tools and its bar, built on first use (thread-safe)."""
+
+    def __init__(self, tools: Sequence[CatalogTool]) -> None:
+        self._tools = tools
+        self._lock = threading.Lock()
+        self._index: dense.DenseIndex | None = None
+        self._broken = False
+        self._bar = 1.0
+
+    @property
+    def bar(self) -> float:
+        """The highest cosine an everyday request reaches on any tool (builds the index if needed)."""
+        self._ready()
+        return self._bar
+
+    def _ready(self) -> dense.DenseIndex | None:
+        """The dense index, built on first call; None (and lexical search alone from then on) when the extra's
+        model cannot be loaded, which is logged once."""
+        with self._lock:
+            if self._index is None and not self._broken:
+                try:
+                    index = dense.DenseIndex.for_tools(self._tools)
+                    if len(index):
+                        anchors = index.embed_many(everyday_requests())
+                        self._bar = float((anchors @ index.matrix.T).max())
+                except (ImportError, OSError, ValueError) as exc:
+                    self._broken = True
+                    log.warning("semantic search is off: its model could not be loaded (%s)", type(exc).__name__)
+                    return None
+                self._index = index
+            return self._index
+
+    def rescue(
+        self, query: str, lexical: Sequence[tuple[int, float]], confidence: float
+    ) -> list[tuple[int, float]] | None:
+        """The tools for a query the lexical engine left unanswered, as (tool index, cosine) best first, or None
+        when the query is no closer to the catalog than everyday requests come."""
+        index = self._ready()
+        if index is None or not len(index):
+            return None
+        ranked = index.rank(query, DEPTH)
+        if not ranked or ranked[0][1] + CONFIDENCE_CREDIT * confidence < self._bar:
+            return None
+        cosine = dict(ranked)
+        fused = dense.reciprocal_rank_fusion(
+            [[doc for doc, _ in lexical[:DEPTH]], list(cosine)], weights=[1.0, DENSE_WEIGHT]
+        )
+        scores = index.scores(query)
+        return [(doc, float(scores[doc])) for doc in fused]
