@@ -150,6 +150,8 @@ def test_code_mode_bench_runs_its_three_scripts() -> None:
     [
         ("dense.py", ["--dims", "64", "--rounds", "1", "--sizes", "1000"], ["cold start", "synthetic 1000 (1000)"]),
         ("dense_quality.py", ["--only", "lastfm"], ["== lastfm: 57 tools", "engine|dense", "label-free thresholds"]),
+        ("semantic.py", ["--only", "lastfm", "--rounds", "1"], ["p50 on/off", "lastfm            57"]),
+        ("semantic.py", ["--only", "alphavantage", "--rounds", "1"], ["alphavantage   skipped: its vocabulary is"]),
     ],
 )
 def test_dense_benchmarks_run_end_to_end(script: str, args: list[str], expected: list[str]) -> None:

@@ -183,3 +183,18 @@ def test_a_model_that_cannot_load_leaves_lexical_search(
     warnings = [r for r in caplog.records if "semantic search is off" in r.getMessage()]
     assert len(warnings) == 1
     assert "safetensors" not in warnings[0].getMessage()  # the kind of failure, not paths of the machine
+
+
+@needs_wordllama
+def test_an_unknown_word_reads_as_the_nearest_catalog_words(lastfm: Catalog) -> None:
+    index = SearchIndex(lastfm.tools, lastfm.vocabulary, semantic=True)
+    rescue = index._semantic
+    assert rescue is not None
+    similar = rescue.similar_terms("bio")
+    assert similar and max(similar, key=lambda term: similar[term]) == index._reading.stem("biography")
+    assert all(semantic.WORD_SIMILARITY * semantic.WORD_FACTOR <= f <= semantic.WORD_FACTOR for f in similar.values())
+    assert rescue.similar_terms("faucet") == {}  # nothing in a music catalog is that close
+    concept = next(c for c in index.analyse("kendrick bio").concepts if c.label == "bio")
+    assert concept.terms == similar
+    off = SearchIndex(lastfm.tools, lastfm.vocabulary, semantic=False)
+    assert not next(c for c in off.analyse("kendrick bio").concepts if c.label == "bio").terms

@@ -14,10 +14,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_spec import TEMPLATE, edit
 
+from progressive_mcp.catalog import CatalogTool, Param
 from progressive_mcp.errors import SpecError
 from progressive_mcp.search.index import SearchIndex, reading_for
 from progressive_mcp.search.vocabulary import EMPTY, Vocabulary
@@ -159,3 +161,45 @@ def test_a_request_to_act_is_off_topic_only_for_a_catalog_that_only_reads() -> N
     ranking = SearchIndex(lastfm.tools, lastfm.vocabulary).rank("love this track for me")
     assert ranking.off_topic != "a request to act, not to look something up"
     assert not ranking.analysis.action
+
+
+# --- what a tool's own definition adds to its text ------------------------------------------------------------
+
+
+def _plain_tool(
+    name: str, summary: str, params: tuple[Param, ...] = (), output: dict[str, Any] | None = None
+) -> CatalogTool:
+    return CatalogTool(
+        name=name,
+        title=summary,
+        category="things",
+        summary=summary,
+        description=summary,
+        params=params,
+        input_schema={},
+        keywords=(),
+        examples=(),
+        cache_ttl_s=0,
+        premium=False,
+        content_hash=name,
+        output_schema=output,
+    )
+
+
+def test_word_enum_values_and_output_field_names_are_searchable() -> None:
+    """An enum's words ("compilation") and a result's top-level fields ("followers") find their tool."""
+    tools = [
+        _plain_tool(
+            "list_releases",
+            "Releases of a performer.",
+            (Param("kind", "string", False, "What to include.", enum=("album", "single", "compilation")),),
+        ),
+        _plain_tool("get_performer", "One performer.", output={"type": "object", "properties": {"followers": {}}}),
+        _plain_tool("get_venue", "One venue.", (Param("size", "integer", False, "Seats.", enum=(1, 2)),)),
+    ]
+    index = SearchIndex(tools, semantic=False)
+    assert [hit.name for hit in index.search("compilation releases")][:1] == ["list_releases"]
+    assert [hit.name for hit in index.search("performer followers")][:1] == ["get_performer"]
+    assert index.search("compilation")[0].name == "list_releases"
+    # Numbers in an enum are not words: nothing to index.
+    assert "1" not in index._vocabulary and "2" not in index._vocabulary

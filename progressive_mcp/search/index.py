@@ -49,6 +49,7 @@ FIELD_WEIGHTS: dict[str, float] = {
     "description": 1.0,
     "param_names": 0.5,
     "param_text": 0.3,
+    "output_names": 0.5,
 }
 # Length normalisation per field: a long keyword list or many example questions do not make a tool less about each
 # of them; a long description does dilute a passing mention.
@@ -61,8 +62,10 @@ FIELD_B: dict[str, float] = {
     "description": 0.6,
     "param_names": 0.3,
     "param_text": 0.5,
+    "output_names": 0.3,
 }
 K1 = 1.2  # term-frequency saturation
+MAX_ENUM_WORDS = 30  # a parameter's enum values are indexed as words when it has at most this many
 
 # --- how a query is read -----------------------------------------------------------------------------------------
 SYNONYM_FACTOR = 0.7  # a synonym counts this much of the word the user typed
@@ -515,7 +518,7 @@ class SearchIndex:
         if semantic is None:
             semantic = semantic_enabled()
         uncurated = vocabulary.unknown_weight is None
-        self._semantic = SemanticRescue(self._tools) if semantic and uncurated and self._tools else None
+        self._semantic = SemanticRescue(self._tools, self._words) if semantic and uncurated and self._tools else None
         # A request to act ("book me a flight") is off-topic only for a catalog whose every tool just reads.
         self._read_only = all(tool.annotations.get("readOnlyHint") is True for tool in self._tools)
         self._hints = {
@@ -820,6 +823,9 @@ class SearchIndex:
         if not any(t in self._vocabulary for t in expansions):
             fixed = self._correct(term)
             if fixed is None:
+                similar = self._semantic.similar_terms(typed) if self._semantic and len(typed) > 2 else None
+                if similar:  # the catalog words nearest in meaning ("bio" -> biography)
+                    return self._concept(term, 1.0, similar)
                 return self._unknown(term, self._unknown_weight)
             expansions = {fixed: FUZZY_FACTOR}
             for synonym in self._synonyms.get(fixed, ()):
@@ -833,6 +839,20 @@ class SearchIndex:
 
     def _unknown(self, label: str, share: float) -> Concept:
         return Concept(label, 1.0, {}, share * self._rare)
+
+    def _words(self) -> dict[str, str]:
+        """Every word of the tools' texts as written (lower case, letters only) -> its indexed term: what the
+        semantic signal compares an unknown query word with. Made on demand, never at build."""
+        reading, postings, words = self._reading, self._postings, {}
+        for tool in self._tools:
+            for texts in _field_texts(tool):
+                for text in texts:
+                    for lower in reading.lower_words(text):
+                        if lower not in words and lower.isalpha() and len(lower) > 2:
+                            term = reading.stem(lower)
+                            if term in postings and lower not in reading.stop_terms:
+                                words[lower] = term
+        return words
 
     def _correct(self, term: str) -> str | None:
         """The catalog word one edit (or one swap) away from an unknown word of 5+ letters; the most common wins."""
@@ -949,7 +969,15 @@ def _field_texts(tool: CatalogTool) -> tuple[tuple[str, ...], ...]:
         "examples": tool.examples,
         "description": (tool.description,),
         "param_names": tuple(p.name for p in tool.params),
-        "param_text": tuple(p.description for p in tool.params if p.description),
+        # A parameter's description, and the values it takes when they are words ("album single compilation").
+        "param_text": tuple(p.description for p in tool.params if p.description)
+        + tuple(
+            " ".join(p.enum)  # type: ignore[arg-type]  # all str, checked
+            for p in tool.params
+            if p.enum and len(p.enum) <= MAX_ENUM_WORDS and all(isinstance(v, str) for v in p.enum)
+        ),
+        # The top-level fields of what the tool returns ("followers", "genres", "popularity").
+        "output_names": tuple((tool.output_schema or {}).get("properties") or ()),
     }
     return tuple(texts[name] for name in FIELD_WEIGHTS)
 

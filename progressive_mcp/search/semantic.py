@@ -12,6 +12,9 @@ installed (`dense.available()`), such a query is embedded and compared with ever
   less semantic evidence than one sharing no word with the catalog;
 - a rescued query's tools are the lexical and the dense rankings fused by reciprocal rank (`DENSE_WEIGHT`).
 
+It also reads a query word no tool text has (and that is no misspelling of one) as the catalog words nearest to
+it in the embedding space (`similar_terms`: "bio" -> biography), before the lexical engine judges the query.
+
 A query the lexical engine answers confidently is never touched, nor one it rejects for its shape (a request to
 act, to explain, to chat), nor any query of a catalog whose vocabulary is curated (one that sets
 `unknown_weight`: there an unknown word already means what its author decided). The constants were chosen on
@@ -26,7 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +45,11 @@ SEMANTIC_VALUES = ("auto", "on", "off")
 CONFIDENCE_CREDIT = 0.1  # each unit of lexical confidence lowers the cosine a query needs by this much
 DENSE_WEIGHT = 2.0  # the dense ranking's weight against the lexical one's 1 in a rescued query's fusion
 DEPTH = 10  # how many tools of each ranking the fusion considers
+# A query word no tool text has, and no misspelling of one, reads as the catalog words closest to it in the
+# embedding space ("bio" -> biography, "playcount" -> play, count), each counting this share of its cosine:
+WORD_SIMILARITY = 0.45  # the least cosine between the word and a catalog word
+WORD_FACTOR = 0.6
+WORD_NEIGHBOURS = 3  # at most this many catalog words per query word
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +84,13 @@ def everyday_requests() -> tuple[str, ...]:
 class SemanticRescue:
     """The dense index of one catalog's tools and its bar, built on first use (thread-safe)."""
 
-    def __init__(self, tools: Sequence[CatalogTool]) -> None:
+    def __init__(self, tools: Sequence[CatalogTool], words: Callable[[], Mapping[str, str]] | None = None) -> None:
+        """`words`: the catalog's words as written -> their indexed terms, asked for on first use."""
         self._tools = tools
+        self._words = words
         self._lock = threading.Lock()
         self._index: dense.DenseIndex | None = None
+        self._word_index: tuple[dense.DenseIndex, list[str]] | None = None
         self._broken = False
         self._bar = 1.0
 
@@ -105,6 +116,28 @@ class SemanticRescue:
                     return None
                 self._index = index
             return self._index
+
+    def similar_terms(self, word: str) -> dict[str, float]:
+        """The indexed terms of the catalog words nearest to `word` (a query word no tool text has), each with
+        its factor (WORD_FACTOR x cosine); empty when none is close enough."""
+        table = self._word_table()
+        if table is None:
+            return {}
+        index, terms = table
+        similar: dict[str, float] = {}
+        for position, cosine in index.rank(word, WORD_NEIGHBOURS):
+            if cosine >= WORD_SIMILARITY:
+                similar.setdefault(terms[position], WORD_FACTOR * cosine)
+        return similar
+
+    def _word_table(self) -> tuple[dense.DenseIndex, list[str]] | None:
+        if self._ready() is None or self._words is None:
+            return None
+        with self._lock:
+            if self._word_index is None:
+                words = dict(self._words())
+                self._word_index = (dense.DenseIndex(list(words)), list(words.values()))
+            return self._word_index
 
     def rescue(
         self, query: str, lexical: Sequence[tuple[int, float]], confidence: float
