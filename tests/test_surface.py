@@ -158,7 +158,7 @@ def test_tool_search_spell_check_skips_words_longer_than_any_catalog_word(
     catalog: Catalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A word of n letters has n deletions of n-1 letters each: a 100,000-letter query took ~40 s (O(n²))."""
-    index = SearchIndex(catalog.in_categories(None), catalog.vocabulary)
+    index = SearchIndex(catalog.in_categories(None), catalog.vocabulary, categories=catalog.categories)
     assert [h.name for h in index.search("relative strenght index")][:1] == ["RSI"]  # builds the typo index
     longest = max(len(term) for term in index._postings)
     spelled: list[int] = []
@@ -264,7 +264,7 @@ def test_tool_search_knows_questions_no_data_tool_answers(
     surface: Surface, catalog: Catalog, query: str, reason: str
 ) -> None:
     assert best_tool(surface, query) is None
-    off_topic = SearchIndex(catalog.tools, catalog.vocabulary).rank(query).off_topic
+    off_topic = SearchIndex(catalog.tools, catalog.vocabulary, categories=catalog.categories).rank(query).off_topic
     assert off_topic is not None and reason in off_topic
 
 

@@ -203,3 +203,8 @@ def test_word_enum_values_and_output_field_names_are_searchable() -> None:
     assert index.search("compilation")[0].name == "list_releases"
     # Numbers in an enum are not words: nothing to index.
     assert "1" not in index._vocabulary and "2" not in index._vocabulary
+    # A category's description, given with the tools, is part of each of its tools' text (lightly weighted).
+    described = SearchIndex(tools, categories={"things": "Concert halls and their stages."}, semantic=False)
+    stage = described._reading.stem("stage")
+    assert stage in described._vocabulary and stage not in index._vocabulary
+    assert {hit.name for hit in described.search("stages")} == {t.name for t in tools}

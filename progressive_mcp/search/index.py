@@ -26,11 +26,12 @@ import re
 import threading
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from operator import itemgetter
+from types import MappingProxyType
 from typing import NamedTuple
 
 from progressive_mcp.catalog import CatalogTool
@@ -50,6 +51,7 @@ FIELD_WEIGHTS: dict[str, float] = {
     "param_names": 0.5,
     "param_text": 0.3,
     "output_names": 0.5,
+    "category_text": 0.15,
 }
 # Length normalisation per field: a long keyword list or many example questions do not make a tool less about each
 # of them; a long description does dilute a passing mention.
@@ -63,8 +65,10 @@ FIELD_B: dict[str, float] = {
     "param_names": 0.3,
     "param_text": 0.5,
     "output_names": 0.3,
+    "category_text": 0.5,
 }
 K1 = 1.2  # term-frequency saturation
+_NO_CATEGORIES: Mapping[str, str] = MappingProxyType({})
 MAX_ENUM_WORDS = 30  # a parameter's enum values are indexed as words when it has at most this many
 
 # --- how a query is read -----------------------------------------------------------------------------------------
@@ -466,10 +470,17 @@ class SearchIndex:
     """Per-term postings over a fixed set of tools; built once, read-only afterwards (safe to share)."""
 
     def __init__(
-        self, tools: Iterable[CatalogTool], vocabulary: Vocabulary = EMPTY, *, semantic: bool | None = None
+        self,
+        tools: Iterable[CatalogTool],
+        vocabulary: Vocabulary = EMPTY,
+        *,
+        categories: Mapping[str, str] | None = None,
+        semantic: bool | None = None,
     ) -> None:
-        """`vocabulary`: what the tools' catalog adds to English (its `Catalog.vocabulary`)."""
+        """`vocabulary`: what the tools' catalog adds to English (its `Catalog.vocabulary`); `categories`: its
+        category descriptions (`Catalog.categories`); `semantic`: the semantic signal (None: PMCP_SEMANTIC)."""
         self._tools = list(tools)
+        self._category_texts: Mapping[str, str] = categories or _NO_CATEGORIES
         n = len(self._tools)
         self.vocabulary = vocabulary
         self._reading = reading = reading_for(vocabulary)
@@ -477,7 +488,7 @@ class SearchIndex:
         # dicts, none in a cycle, and the full collections they set off walk every object of the process (catalog,
         # schemas, modules): 10-25 ms of a cold build at 128 tools, ~300 ms at 5,000.
         with _gc_paused():
-            quality, about, curated, names = _weigh(self._tools, reading)
+            quality, about, curated, names = _weigh(self._tools, reading, self._category_texts)
             # Each posting holds idf x quality, a term's contribution to a tool, ready to add.
             idfs = [math.log(1 + (n - df + 0.5) / (df + 0.5)) if df else 0.0 for df in range(n + 1)]
             words = {term: docs for term, docs in quality.items() if " " not in term}
@@ -845,7 +856,7 @@ class SearchIndex:
         semantic signal compares an unknown query word with. Made on demand, never at build."""
         reading, postings, words = self._reading, self._postings, {}
         for tool in self._tools:
-            for texts in _field_texts(tool):
+            for texts in _field_texts(tool, self._category_texts):
                 for text in texts:
                     for lower in reading.lower_words(text):
                         if lower not in words and lower.isalpha() and len(lower) > 2:
@@ -882,13 +893,13 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _weigh(
-    tools: list[CatalogTool], reading: Reading
+    tools: list[CatalogTool], reading: Reading, categories: Mapping[str, str]
 ) -> tuple[dict[str, dict[int, float]], Counter[str], set[str], list[list[str]]]:
     """BM25F over the tools' fields: for each term (word or word pair), the quality of each tool that has it (how much
     the tool is about the term, 0..1); how many tools each term is about (its document frequency); the terms of the
     curated fields; and the terms of each tool's name."""
     texts = _ToolTexts(reading)
-    fields = [_field_texts(tool) for tool in tools]
+    fields = [_field_texts(tool, categories) for tool in tools]
     curated = set().union(*(texts(texts_of[i])[0] for texts_of in fields for i in _CURATED_FIELDS))
     # Example questions name tickers and companies; those words must not make a tool about them.
     vocabulary = reading.vocabulary
@@ -959,7 +970,7 @@ def _flat_postings(
     return bounds, tools, values
 
 
-def _field_texts(tool: CatalogTool) -> tuple[tuple[str, ...], ...]:
+def _field_texts(tool: CatalogTool, categories: Mapping[str, str] = _NO_CATEGORIES) -> tuple[tuple[str, ...], ...]:
     """The texts of each field of a tool, in FIELD_WEIGHTS order; a list field pairs words within an item only."""
     texts = {
         "name": (tool.name,),
@@ -978,6 +989,8 @@ def _field_texts(tool: CatalogTool) -> tuple[tuple[str, ...], ...]:
         ),
         # The top-level fields of what the tool returns ("followers", "genres", "popularity").
         "output_names": tuple((tool.output_schema or {}).get("properties") or ()),
+        # What the tool's category is about, as its catalog describes it ("Album metadata, tracklists, tags").
+        "category_text": (categories.get(tool.category, ""),),
     }
     return tuple(texts[name] for name in FIELD_WEIGHTS)
 

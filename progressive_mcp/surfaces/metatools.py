@@ -193,7 +193,7 @@ class MetaTools:
             self.index = base.index
             self._scope = categories if base.tools != self.tools else None
         else:
-            self.index = SearchIndex(self.tools, catalog.vocabulary)
+            self.index = SearchIndex(self.tools, catalog.vocabulary, categories=catalog.categories)
         self._described: dict[str, dict[str, Any]] = {}
         # readOnlyHint alone: destructiveHint is moot for read-only tools and openWorldHint defaults to true.
         self.definitions = [
