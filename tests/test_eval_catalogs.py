@@ -277,3 +277,20 @@ def test_targets_name_what_is_missed() -> None:
     }
     # A catalog part without negatives has no no-match rate: not judged.
     assert check_targets({"engine": {**good, "no_match_rate": None}, "bm25": weak})["ok"]
+
+
+@pytest.mark.parametrize(("setting", "said"), [("off", "semantic signal: off (lexical engine alone)"), ("auto", None)])
+def test_the_report_says_which_search_ran(
+    small: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], setting: str, said: str | None
+) -> None:
+    """A figure means little without knowing whether the semantic signal took part (PMCP_SEMANTIC, the extra)."""
+    monkeypatch.delenv(DOCS_ENV, raising=False)
+    monkeypatch.setenv("PMCP_SEMANTIC", setting)
+    assert main(["eval", "--catalogs", str(small), "--split", "test"]) == 0
+    out = capsys.readouterr().out
+    on = semantic_enabled()
+    assert on is (setting == "auto" and semantic_enabled({"PMCP_SEMANTIC": "auto"}))
+    expected = said or ("semantic signal: on (the semantic extra is installed" if on else "semantic signal: off")
+    assert expected in out
+    assert main(["eval", "--catalogs", str(small), "--split", "test", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["semantic"] is on
