@@ -59,6 +59,8 @@ class Settings:
     conformance_fixtures: bool = False  # adds the conformance suite's diagnostic tools (never in production)
     # Code mode: what one TOOL_EXECUTE script may use.
     script_limits: ScriptLimits = field(default_factory=ScriptLimits)
+    # TOOL_SEARCH's semantic second opinion (PMCP_SEMANTIC, resolved: auto is on when the extra is installed).
+    semantic: bool | None = None  # None: read PMCP_SEMANTIC where a search index is built
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -110,6 +112,7 @@ class Settings:
             values["script_limits"] = ScriptLimits(**limits)
         if env.get("PMCP_CONFORMANCE_FIXTURES"):
             values["conformance_fixtures"] = env["PMCP_CONFORMANCE_FIXTURES"].strip().lower() in ("1", "true", "yes")
+        values["semantic"] = semantic_enabled(env)  # raises ConfigError for a wrong value or `on` without the extra
         values.update({k: v for k, v in overrides.items() if v is not None})
         if isinstance(values.get("spec_path"), str):
             values["spec_path"] = Path(values["spec_path"])
@@ -120,7 +123,6 @@ class Settings:
             values["categories"] = frozenset(split_list(values["categories"])) or None
         settings = cls(**values)
         settings.check()
-        semantic_enabled(env)  # PMCP_SEMANTIC, read by each search index: a wrong value fails at start
         return settings
 
     def with_api_key_from(self, environ: Mapping[str, str], env_name: str | None) -> Settings:

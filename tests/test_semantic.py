@@ -198,3 +198,18 @@ def test_an_unknown_word_reads_as_the_nearest_catalog_words(lastfm: Catalog) -> 
     assert concept.terms == similar
     off = SearchIndex(lastfm.tools, lastfm.vocabulary, semantic=False)
     assert not next(c for c in off.analyse("kendrick bio").concepts if c.label == "bio").terms
+
+
+def test_settings_carry_the_switch_to_the_search_index(lastfm: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PMCP_SEMANTIC is read once, by Settings.from_env, and reaches the index through the surface."""
+    from progressive_mcp.surfaces.surface import Surface
+
+    monkeypatch.setattr(dense, "available", lambda: True)
+    monkeypatch.delenv("PMCP_SEMANTIC", raising=False)
+    off = Settings.from_env({"PMCP_SEMANTIC": "off"})
+    on = Settings.from_env({})
+    assert (off.semantic, on.semantic) == (False, True)
+    assert Surface.from_settings(off, catalog=lastfm).meta.index._semantic is None
+    assert Surface.from_settings(on, catalog=lastfm).meta.index._semantic is not None
+    monkeypatch.setenv("PMCP_SEMANTIC", "off")  # settings made elsewhere win over the process environment
+    assert Surface.from_settings(on, catalog=lastfm).meta.index._semantic is not None

@@ -21,7 +21,8 @@ act, to explain, to chat), nor any query of a catalog whose vocabulary is curate
 the tuning sets only (Last.fm, Spotify's dev split; eval/README.md).
 
 `PMCP_SEMANTIC` turns it on or off: ``auto`` (the default: on when the extra is installed), ``on`` (an error
-without the extra) or ``off``.
+without the extra) or ``off``. Servers read it once, in `Settings.from_env`, and pass it down (`Surface`,
+`MetaTools`, `SearchIndex(semantic=...)`); an index built without it reads the environment itself.
 """
 
 from __future__ import annotations

@@ -176,9 +176,11 @@ class MetaTools:
         *,
         categories: frozenset[str] | None = None,
         base: MetaTools | None = None,
+        semantic: bool | None = None,
     ) -> None:
         """`base`: meta-tools over a wider set of tools whose search index this one may share (filtering it to
-        its own categories at query time), so a narrower surface costs no index build."""
+        its own categories at query time), so a narrower surface costs no index build; `semantic`: whether search
+        may ask the semantic signal (None: PMCP_SEMANTIC in the environment)."""
         self.catalog = catalog
         self.categories = categories
         self.tools = catalog.in_categories(categories)
@@ -193,7 +195,7 @@ class MetaTools:
             self.index = base.index
             self._scope = categories if base.tools != self.tools else None
         else:
-            self.index = SearchIndex(self.tools, catalog.vocabulary, categories=catalog.categories)
+            self.index = SearchIndex(self.tools, catalog.vocabulary, categories=catalog.categories, semantic=semantic)
         self._described: dict[str, dict[str, Any]] = {}
         # readOnlyHint alone: destructiveHint is moot for read-only tools and openWorldHint defaults to true.
         self.definitions = [

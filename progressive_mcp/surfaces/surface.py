@@ -102,6 +102,7 @@ class Surface:
         shaped: MemoryCache | None = None,
         sandbox: Sandbox | None = None,
         script_limits: ScriptLimits | None = None,
+        semantic: bool | None = None,
     ) -> None:
         """`cache` keeps upstream answers (None: no cache); `results` takes full answers too large to show;
         `direct_models` is the shared store of catalog tools' definitions (see `variant`)."""
@@ -124,7 +125,11 @@ class Surface:
         # Surfaces that differ only in mode share one MetaTools; a narrower one shares its search index (which
         # takes ~20 ms to build), filtered at query time: a new ?mode=/?categories= pair builds no index.
         shared = meta is not None and meta.categories == categories
-        self.meta = meta if meta is not None and shared else MetaTools(catalog, categories=categories, base=meta)
+        self.meta = (
+            meta
+            if meta is not None and shared
+            else MetaTools(catalog, categories=categories, base=meta, semantic=semantic)
+        )
         self._discovery = self.meta.discovery_handlers(code=mode == "code")
         self._direct = {t.name: t for t in catalog.in_categories(categories)} if mode in ("direct", "hybrid") else {}
         # Code mode's scripts run in one sandbox pool per process (started with the first script).
@@ -174,6 +179,7 @@ class Surface:
             cache=(cache or MemoryCache()) if settings.cache else None,
             results=results,
             script_limits=settings.script_limits,
+            semantic=settings.semantic,
         )
 
     def default_context(self, settings: Settings, environ: Mapping[str, str] | None = None) -> CallContext:
