@@ -142,6 +142,26 @@ def test_code_mode_bench_runs_its_three_scripts() -> None:
         assert line in done.stdout
 
 
+def test_the_author_vocabulary_benchmark_runs_end_to_end() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "author_vocabulary.py")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "Last.fm (57 tools), 240 queries" in done.stdout
+    for row in (
+        "plain BM25",
+        "engine, without the vocabulary, semantic off",
+        "engine, with the vocabulary, semantic off",
+    ):
+        assert row in done.stdout
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("wordllama") is None, reason="wordllama is not installed (the `semantic` extra)"
 )
