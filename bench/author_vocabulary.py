@@ -1,19 +1,17 @@
 """What a spec author's search vocabulary is worth on a catalog nobody tuned: Last.fm with and without one.
 
 `eval/lastfm.vocabulary.yaml` was written blind: its author read only the Last.fm spec (tests/fixtures/lastfm/
-lastfm.yaml) and the list of vocabulary sections, never a query set or the ranking code. This script copies the
-spec into a temporary folder beside that vocabulary, names it under `search: {vocabulary: ...}`, and runs
-`eval/lastfm.jsonl` against both specs, lexical alone and with the semantic signal (when the extra is
-installed), beside plain BM25. Prints figures, never pass/fail.
+lastfm.yaml) and the list of vocabulary sections, never a query set or the ranking code. This script loads the
+spec without it and with it (`load_catalog(..., vocabulary=...)`, what `--vocabulary` does) and runs
+`eval/lastfm.jsonl` against both, lexical alone and with the semantic signal (when the extra is installed),
+beside plain BM25. Prints figures, never pass/fail.
 
 Run with `.venv/bin/python bench/author_vocabulary.py`.
 """
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,18 +35,6 @@ METRICS = (
 )
 
 
-def with_vocabulary(folder: Path) -> Path:
-    """The Last.fm spec, copied into `folder` beside the vocabulary and naming it."""
-    shutil.copy(VOCABULARY, folder / VOCABULARY.name)
-    text = SPEC.read_text(encoding="utf-8")
-    marker = "\napi:"
-    if marker not in text:
-        raise SystemExit(f"{SPEC}: no top-level `api:` to put `search:` before")
-    spec = folder / SPEC.name
-    spec.write_text(text.replace(marker, f"\nsearch:\n  vocabulary: {VOCABULARY.name}\n{marker}", 1), encoding="utf-8")
-    return spec
-
-
 def ranker(catalog: Catalog, semantic: bool):  # type: ignore[no-untyped-def]
     index = SearchIndex(catalog.tools, catalog.vocabulary, categories=catalog.categories, semantic=semantic)
     return lambda query, limit: [hit.name for hit in index.search(query, limit=limit)]
@@ -56,19 +42,18 @@ def ranker(catalog: Catalog, semantic: bool):  # type: ignore[no-untyped-def]
 
 def main() -> int:
     modes = [False, True] if dense.available() else [False]
-    with tempfile.TemporaryDirectory() as tmp:
-        catalogs = {"without": load_catalog(str(SPEC)), "with": load_catalog(str(with_vocabulary(Path(tmp))))}
-        queries = load_queries(QUERIES, catalogs["without"])
-        print(f"Last.fm ({len(catalogs['without'])} tools), {len(queries)} queries of {QUERIES.name}")
-        print(f"{'ranker':44s}" + "".join(f"{label:>10s}" for _, label in METRICS))
-        rows = [("plain BM25", run_eval(catalogs["without"], queries, BM25Baseline(catalogs["without"].tools)))]
-        for semantic in modes:
-            for which, catalog in catalogs.items():
-                label = f"engine, {which} the vocabulary, semantic {'on' if semantic else 'off'}"
-                rows.append((label, run_eval(catalog, queries, ranker(catalog, semantic))))
-        for label, run in rows:
-            metrics = run["metrics"]
-            print(f"{label:44s}" + "".join(f"{metrics[key]:10.3f}" for key, _ in METRICS))
+    catalogs = {"without": load_catalog(SPEC), "with": load_catalog(SPEC, vocabulary=VOCABULARY)}
+    queries = load_queries(QUERIES, catalogs["without"])
+    print(f"Last.fm ({len(catalogs['without'])} tools), {len(queries)} queries of {QUERIES.name}")
+    print(f"{'ranker':44s}" + "".join(f"{label:>10s}" for _, label in METRICS))
+    rows = [("plain BM25", run_eval(catalogs["without"], queries, BM25Baseline(catalogs["without"].tools)))]
+    for semantic in modes:
+        for which, catalog in catalogs.items():
+            label = f"engine, {which} the vocabulary, semantic {'on' if semantic else 'off'}"
+            rows.append((label, run_eval(catalog, queries, ranker(catalog, semantic))))
+    for label, run in rows:
+        metrics = run["metrics"]
+        print(f"{label:44s}" + "".join(f"{metrics[key]:10.3f}" for key, _ in METRICS))
     if not dense.available():
         print("(the semantic extra is not installed: lexical rows only)")
     return 0

@@ -807,6 +807,7 @@ def run(args: argparse.Namespace) -> int:
         "PMCP_MODE": args.mode,
         "PMCP_CATEGORIES": args.categories,
         "PMCP_INCLUDE": getattr(args, "include", None),
+        "PMCP_VOCABULARY": getattr(args, "vocabulary", None),
         "PMCP_EXCLUDE": getattr(args, "exclude", None),
         "PMCP_UPSTREAM_URL": args.upstream,
         "PMCP_AUTH_MODE": args.auth_mode,

@@ -26,7 +26,9 @@ def _spec_check(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.files or [str(default_spec_path())]:
         try:
-            catalog, report = load_catalog_with_report(Path(path), include=args.include, exclude=args.exclude)
+            catalog, report = load_catalog_with_report(
+                Path(path), include=args.include, exclude=args.exclude, vocabulary=args.vocabulary
+            )
         except ProgressiveMCPError as exc:
             print(exc, file=sys.stderr)
             failed += 1
@@ -63,7 +65,9 @@ def _spec_compile(args: argparse.Namespace) -> int:
 
     source = Path(args.file) if args.file else default_spec_path()
     try:  # validates it first: never compile a broken spec
-        catalog, report = load_catalog_with_report(source, include=args.include, exclude=args.exclude)
+        catalog, report = load_catalog_with_report(
+            source, include=args.include, exclude=args.exclude, vocabulary=args.vocabulary
+        )
     except ProgressiveMCPError as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -71,7 +75,8 @@ def _spec_compile(args: argparse.Namespace) -> int:
         text = dumps(catalog) + "\n"
     else:  # our own format stays itself, as JSON (it loads through the same validation as the YAML)
         data = yaml.load(source.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        if isinstance(data.get("search"), dict) and isinstance(data["search"].get("vocabulary"), str):
+        named = isinstance(data.get("search"), dict) and isinstance(data["search"].get("vocabulary"), str)
+        if named or args.vocabulary:
             # The vocabulary file goes inside: the JSON is read without the folder it came from.
             data["search"] = {"vocabulary": dict(catalog.vocabulary.data)}
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
@@ -139,6 +144,8 @@ def _eval(args: argparse.Namespace) -> int:
         args.parser.error("give a QUERIES file or --catalogs [MANIFEST], not both")
     if args.catalogs is not None and args.spec:
         args.parser.error("--spec does not go with --catalogs: the manifest names each catalog's spec")
+    if args.catalogs is not None and args.vocabulary:
+        args.parser.error("--vocabulary does not go with --catalogs: each catalog is measured as its spec is")
     try:
         if args.catalogs is not None:
             text = catalogs_report(args.catalogs, split=args.split, as_json=args.json, show_misses=args.show_misses)
@@ -146,6 +153,7 @@ def _eval(args: argparse.Namespace) -> int:
             text = evaluation_report(
                 args.queries,
                 spec_path=args.spec,
+                vocabulary=args.vocabulary,
                 baseline=args.baseline,
                 split=args.split,
                 as_json=args.json,
@@ -204,6 +212,12 @@ def add_filter_flags(parser: argparse.ArgumentParser) -> None:
         "--include", help=f"serve only the operations matching any of these ({terms}; env PMCP_INCLUDE)"
     )
     parser.add_argument("--exclude", help=f"leave out the operations matching any of these ({terms}; env PMCP_EXCLUDE)")
+    parser.add_argument(
+        "--vocabulary",
+        metavar="FILE",
+        help="a search vocabulary (YAML or JSON) for the catalog, in place of any its spec names; the way to give "
+        "one to an OpenAPI document (env PMCP_VOCABULARY; docs/search.md)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -289,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     eval_.add_argument("--split", choices=["dev", "test", "all"], default="all", help="queries to use (default all)")
     eval_.add_argument("--json", action="store_true", help="machine-readable output")
     eval_.add_argument("--spec", help="spec file (default: the bundled one)")
+    eval_.add_argument("--vocabulary", metavar="FILE", help="a search vocabulary for the catalog (as for stdio)")
     eval_.add_argument(
         "--show-misses",
         type=int,

@@ -42,6 +42,7 @@ class Settings:
     # Which of the source's operations become tools (terms of progressive_mcp.sources.openapi.Filter).
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    vocabulary_path: Path | None = None  # a search vocabulary for the catalog, in place of any its spec names
     upstream_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     max_result_tokens: int = DEFAULT_MAX_RESULT_TOKENS
@@ -77,6 +78,8 @@ class Settings:
             values["include"] = split_list(env["PMCP_INCLUDE"])
         if env.get("PMCP_EXCLUDE"):
             values["exclude"] = split_list(env["PMCP_EXCLUDE"])
+        if env.get("PMCP_VOCABULARY"):
+            values["vocabulary_path"] = Path(env["PMCP_VOCABULARY"])
         if env.get("PMCP_UPSTREAM_URL"):
             values["upstream_url"] = env["PMCP_UPSTREAM_URL"]
         if env.get("PMCP_MAX_RESULT_TOKENS"):
@@ -114,8 +117,9 @@ class Settings:
             values["conformance_fixtures"] = env["PMCP_CONFORMANCE_FIXTURES"].strip().lower() in ("1", "true", "yes")
         values["semantic"] = semantic_enabled(env)  # raises ConfigError for a wrong value or `on` without the extra
         values.update({k: v for k, v in overrides.items() if v is not None})
-        if isinstance(values.get("spec_path"), str):
-            values["spec_path"] = Path(values["spec_path"])
+        for name in ("spec_path", "vocabulary_path"):
+            if isinstance(values.get(name), str):
+                values[name] = Path(values[name])
         for name in ("include", "exclude"):
             if isinstance(values.get(name), str):
                 values[name] = split_list(values[name])

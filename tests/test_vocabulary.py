@@ -208,3 +208,65 @@ def test_word_enum_values_and_output_field_names_are_searchable() -> None:
     stage = described._reading.stem("stage")
     assert stage in described._vocabulary and stage not in index._vocabulary
     assert {hit.name for hit in described.search("stages")} == {t.name for t in tools}
+
+
+# --- a vocabulary given beside any catalog (--vocabulary, PMCP_VOCABULARY) -------------------------------------
+
+TASKS = Path(__file__).parent / "fixtures" / "openapi" / "tasks" / "openapi.yaml"
+
+
+def test_a_vocabulary_file_goes_with_an_openapi_document(tmp_path: Path) -> None:
+    vocabulary = tmp_path / "tasks.vocabulary.yaml"
+    vocabulary.write_text("synonyms:\n  initiative: [project]\nout_of_scope: [payroll]\n", encoding="utf-8")
+    plain = load_catalog(TASKS)
+    given = load_catalog(TASKS, vocabulary=vocabulary)
+    assert plain.vocabulary == EMPTY and given.vocabulary.synonyms["initiative"] == ("project",)
+    assert given.tools == plain.tools and given.version == plain.version  # the tools are the same
+    with_words = SearchIndex(given.tools, given.vocabulary, semantic=False)
+    without = SearchIndex(plain.tools, plain.vocabulary, semantic=False)
+    assert without.search("initiatives") == []  # no tool says "initiative"
+    assert "project" in with_words.search("initiatives")[0].name
+    assert with_words.rank("delete an initiative").confidence > without.rank("delete an initiative").confidence
+
+
+def test_a_broken_vocabulary_file_is_named_with_its_line(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("synonyms:\n  initiative: 5\n", encoding="utf-8")
+    with pytest.raises(SpecError) as raised:
+        load_catalog(TASKS, vocabulary=broken)
+    assert str(broken) in str(raised.value) and "line 2: synonyms.initiative" in str(raised.value)
+    with pytest.raises(SpecError, match="cannot read the vocabulary file"):
+        load_catalog(TASKS, vocabulary=tmp_path / "absent.yaml")
+
+
+def given(vocabulary: Path, out: Path) -> list[str]:
+    return ["--vocabulary", str(vocabulary), "-o", str(out)]
+
+
+def test_spec_compile_carries_a_given_vocabulary(tmp_path: Path) -> None:
+    vocabulary = tmp_path / "v.yaml"
+    vocabulary.write_text("synonyms:\n  initiative: [project]\n", encoding="utf-8")
+    for source in (TASKS, Path(__file__).parent / "fixtures" / "lastfm" / "lastfm.yaml"):
+        out = tmp_path / f"{source.stem}.json"
+        done = subprocess.run(
+            [sys.executable, "-m", "progressive_mcp.cli", "spec", "compile", str(source), *given(vocabulary, out)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert load_catalog(out).vocabulary.synonyms["initiative"] == ("project",)
+
+
+def test_settings_and_the_surface_take_the_vocabulary(tmp_path: Path) -> None:
+    from progressive_mcp.settings import Settings
+    from progressive_mcp.surfaces.surface import Surface
+
+    vocabulary = tmp_path / "v.yaml"
+    vocabulary.write_text("synonyms:\n  initiative: [project]\n", encoding="utf-8")
+    settings = Settings.from_env({"PMCP_SPEC": str(TASKS), "PMCP_VOCABULARY": str(vocabulary), "PMCP_SEMANTIC": "off"})
+    assert settings.vocabulary_path == vocabulary
+    surface = Surface.from_settings(settings)
+    assert surface.catalog.vocabulary.synonyms["initiative"] == ("project",)
+    found = surface.meta.tool_search({"query": "delete an initiative"})["results"]
+    assert found and found[0]["name"] == "projects_delete"

@@ -511,6 +511,7 @@ def evaluation_report(
     queries_path: str | Path,
     *,
     spec_path: str | Path | None = None,
+    vocabulary: str | Path | None = None,
     baseline: str | None = None,
     split: str = "all",
     as_json: bool = False,
@@ -520,7 +521,7 @@ def evaluation_report(
 
     Raises QueryFileError (or SpecError) when an input is invalid.
     """
-    catalog = load_catalog(spec_path)
+    catalog = load_catalog(spec_path, vocabulary=vocabulary)
     queries = select_split(load_queries(queries_path, catalog), split)
     if not queries:
         raise QueryFileError(str(queries_path), [f"no queries in split {split!r}"])

@@ -36,20 +36,39 @@ def default_spec_path() -> Path:
     return package / "bundled" / BUNDLED_SPEC
 
 
-def load_catalog(path: str | Path | None = None, *, include: Terms = None, exclude: Terms = None) -> Catalog:
+def load_catalog(
+    path: str | Path | None = None,
+    *,
+    include: Terms = None,
+    exclude: Terms = None,
+    vocabulary: str | Path | None = None,
+) -> Catalog:
     """The catalog a file describes (default: the bundled spec); raises SpecError naming every problem.
 
     `include`/`exclude`: filter terms (`tag:NAME`, `method:GET`, `path:/v2/*`, or a tool-name glob; see
-    `progressive_mcp.sources.openapi.Filter`), comma-separated or as a list.
+    `progressive_mcp.sources.openapi.Filter`), comma-separated or as a list. `vocabulary`: a search vocabulary
+    file for the catalog, in place of any its spec names (the way to give one to an OpenAPI document).
     """
-    return load_catalog_with_report(path, include=include, exclude=exclude)[0]
+    return load_catalog_with_report(path, include=include, exclude=exclude, vocabulary=vocabulary)[0]
 
 
 def load_catalog_with_report(
-    path: str | Path | None = None, *, include: Terms = None, exclude: Terms = None
+    path: str | Path | None = None,
+    *,
+    include: Terms = None,
+    exclude: Terms = None,
+    vocabulary: str | Path | None = None,
 ) -> tuple[Catalog, OpenApiReport | None]:
     """`load_catalog`, and for an OpenAPI document what the load made of it (operations, skipped, notes)."""
-    path = Path(path or default_spec_path())
+    catalog, report = _load(Path(path or default_spec_path()), include, exclude)
+    if vocabulary is not None:
+        from progressive_mcp.sources.spec import read_vocabulary
+
+        catalog = Catalog.build(catalog.api, catalog.categories, catalog.tools, read_vocabulary(vocabulary))
+    return catalog, report
+
+
+def _load(path: Path, include: Terms, exclude: Terms) -> tuple[Catalog, OpenApiReport | None]:
     kind, data = _sniff(path)
     if kind == "openapi":
         from progressive_mcp.sources.filters import Filter

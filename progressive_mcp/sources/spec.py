@@ -439,12 +439,18 @@ def parse_spec(text: str, *, source: str = "<spec>", folder: Path | None = None)
     return spec
 
 
+def read_vocabulary(path: str | Path) -> Vocabulary:
+    """A search vocabulary file given on its own (`--vocabulary`, PMCP_VOCABULARY), for any catalog: validated
+    like one a spec names; a SpecError names the file and the line of each problem."""
+    return Vocabulary.from_data(_load_vocabulary(Path(path)).model_dump(exclude_none=True))
+
+
 def _load_vocabulary(path: Path) -> VocabularySpec:
     """The vocabulary file a spec names, validated; a SpecError names the file, and the line of each problem."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise SpecError(str(path), [f"cannot read the vocabulary file the spec names: {exc.strerror or exc}"]) from None
+        raise SpecError(str(path), [f"cannot read the vocabulary file: {exc.strerror or exc}"]) from None
     except UnicodeDecodeError as exc:
         raise SpecError(str(path), [f"the file is not UTF-8 text: {exc.reason} at byte {exc.start}"]) from None
     data, _ = _parse_yaml(text, str(path))

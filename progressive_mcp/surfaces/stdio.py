@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
             categories=args.categories,
             include=getattr(args, "include", None),
             exclude=getattr(args, "exclude", None),
+            vocabulary_path=getattr(args, "vocabulary", None),
             upstream_url=args.upstream,
             cache=getattr(args, "cache", None),
             deadline_s=getattr(args, "deadline", None),

@@ -160,7 +160,9 @@ class Surface:
         results: ResultStore | None = None,
     ) -> Surface:
         """A surface as configured; `cache` replaces the in-memory cache that `settings.cache` asks for."""
-        catalog = catalog or load_catalog(settings.spec_path, include=settings.include, exclude=settings.exclude)
+        catalog = catalog or load_catalog(
+            settings.spec_path, include=settings.include, exclude=settings.exclude, vocabulary=settings.vocabulary_path
+        )
         upstream = UpstreamClient(
             catalog.api,
             base_url=settings.upstream_url,
