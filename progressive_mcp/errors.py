@@ -13,15 +13,28 @@ class ProgressiveMCPError(Exception):
     """Root of every error this package raises on purpose."""
 
 
-class SpecError(ProgressiveMCPError):
-    """A spec file is unreadable or invalid; `problems` holds one line per problem."""
+class InputFileError(ProgressiveMCPError):
+    """An input file is unreadable or invalid; `problems` holds one line per problem. Subclasses say what kind of
+    file (`kind`) and may list only the first `max_listed` problems."""
+
+    kind = "the file"
+    max_listed: int | None = None
 
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
         self.problems = problems
-        listing = "\n".join(f"  - {p}" for p in problems)
+        shown = problems if self.max_listed is None else problems[: self.max_listed]
+        listing = "\n".join(f"  - {p}" for p in shown)
+        if len(problems) > len(shown):
+            listing += f"\n  ... and {len(problems) - len(shown)} more"
         noun = "problem" if len(problems) == 1 else "problems"
-        super().__init__(f"{source}: {len(problems)} {noun} in the spec:\n{listing}")
+        super().__init__(f"{source}: {len(problems)} {noun} in {self.kind}:\n{listing}")
+
+
+class SpecError(InputFileError):
+    """A spec file (or a vocabulary or OpenAPI document it is built from) is unreadable or invalid."""
+
+    kind = "the spec"
 
 
 class ConfigError(ProgressiveMCPError):

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from progressive_mcp.errors import ProgressiveMCPError
+from progressive_mcp.errors import InputFileError
 from progressive_mcp.search.evaluation import (
     BASELINES,
     SPLITS,
@@ -91,15 +91,10 @@ COLUMNS = (
 )
 
 
-class ManifestError(ProgressiveMCPError):
+class ManifestError(InputFileError):
     """A catalog manifest is unreadable or invalid; `problems` holds one line per problem."""
 
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = problems
-        listing = "\n".join(f"  - {p}" for p in problems)
-        noun = "problem" if len(problems) == 1 else "problems"
-        super().__init__(f"{source}: {len(problems)} {noun} in the catalog manifest:\n{listing}")
+    kind = "the catalog manifest"
 
 
 class CatalogEntry(BaseModel):

@@ -44,7 +44,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from progressive_mcp.catalog import Catalog
-from progressive_mcp.errors import ProgressiveMCPError
+from progressive_mcp.errors import InputFileError
 from progressive_mcp.search.semantic import semantic_enabled
 from progressive_mcp.sources import load_catalog
 
@@ -70,18 +70,11 @@ TABLE_ROWS = (
 )
 
 
-class QueryFileError(ProgressiveMCPError):
+class QueryFileError(InputFileError):
     """A query file is unreadable or invalid; `problems` holds one line per problem, naming its line."""
 
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = problems
-        shown = problems[:MAX_LISTED_PROBLEMS]
-        listing = "\n".join(f"  - {p}" for p in shown)
-        if len(problems) > len(shown):
-            listing += f"\n  ... and {len(problems) - len(shown)} more"
-        noun = "problem" if len(problems) == 1 else "problems"
-        super().__init__(f"{source}: {len(problems)} {noun} in the query file:\n{listing}")
+    kind = "the query file"
+    max_listed = MAX_LISTED_PROBLEMS
 
 
 class EvalQuery(BaseModel):
