@@ -390,13 +390,17 @@ def spec_json_schema_text() -> str:
 def load_spec(path: str | Path) -> Spec:
     """Read, parse and validate a spec file; every problem is reported at once in a SpecError."""
     path = Path(path)
+    return parse_spec(_read_text(path, "the file"), source=str(path), folder=path.parent)
+
+
+def _read_text(path: Path, what: str) -> str:
+    """A file's UTF-8 text; a SpecError says why it cannot be read (`what`: how the message names the file)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise SpecError(str(path), [f"cannot read the file: {exc.strerror or exc}"]) from None
+        raise SpecError(str(path), [f"cannot read {what}: {exc.strerror or exc}"]) from None
     except UnicodeDecodeError as exc:
         raise SpecError(str(path), [f"the file is not UTF-8 text: {exc.reason} at byte {exc.start}"]) from None
-    return parse_spec(text, source=str(path), folder=path.parent)
 
 
 def parse_spec(text: str, *, source: str = "<spec>", folder: Path | None = None) -> Spec:
@@ -447,12 +451,7 @@ def read_vocabulary(path: str | Path) -> Vocabulary:
 
 def _load_vocabulary(path: Path) -> VocabularySpec:
     """The vocabulary file a spec names, validated; a SpecError names the file, and the line of each problem."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(str(path), [f"cannot read the vocabulary file: {exc.strerror or exc}"]) from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(str(path), [f"the file is not UTF-8 text: {exc.reason} at byte {exc.start}"]) from None
+    text = _read_text(path, "the vocabulary file")
     data, _ = _parse_yaml(text, str(path))
     if not isinstance(data, dict):
         raise SpecError(str(path), ["a vocabulary file is a mapping (synonyms, phrases, entities, ...)"])
