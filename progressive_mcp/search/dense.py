@@ -143,9 +143,14 @@ class DenseIndex:
 
     def rank(self, query: str, limit: int) -> list[tuple[int, float]]:
         """The `limit` most similar documents as (index, cosine), best first; ties go to the lower index."""
+        return self.best(self.scores(query), limit)
+
+    @staticmethod
+    def best(scores: NDArray[np.float32], limit: int) -> list[tuple[int, float]]:
+        """The `limit` highest of some `scores` (one query's, from `scores`) as (index, score), best first; ties go
+        to the lower index."""
         import numpy as np
 
-        scores = self.scores(query)
         limit = min(max(limit, 0), len(scores))
         if limit == 0:
             return []

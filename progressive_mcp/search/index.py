@@ -567,11 +567,11 @@ class SearchIndex:
         ranking = self.rank(query, limit=limit, categories=categories)
         if ranking.off_topic:
             return []
-        if ranking.semantic:
+        tools = self._tools
+        if ranking.semantic:  # scores are cosines
             return [
-                Hit(tool.name, round(max(score, 0.0), 3), tool.summary, tool.category)
-                for index, score in ranking.scores[:limit]
-                for tool in (self._tools[index],)
+                Hit(tools[i].name, round(max(score, 0.0), 3), tools[i].summary, tools[i].category)
+                for i, score in ranking.scores[:limit]
             ]
         total = ranking.analysis.mass
         best = ranking.scores[0][1]
@@ -579,7 +579,7 @@ class SearchIndex:
         for index, score in ranking.scores[:limit]:
             if score < best * MIN_SHARE_OF_BEST:
                 break
-            tool = self._tools[index]
+            tool = tools[index]
             hits.append(Hit(tool.name, round(min(score / total, 1.0), 3), tool.summary, tool.category))
         return hits
 
@@ -647,11 +647,10 @@ class SearchIndex:
                 assert self.vocabulary.scope is not None  # `foreign` is only set by a scope
                 return Ranking(analysis, [], 0.0, 0.0, 0.0, self.vocabulary.scope.message)
         if excluded or categories:
-            tools = self._tools
             candidates = [
                 (score * premium[doc], -doc)
                 for doc, score in scores.items()
-                if doc not in excluded and (not categories or tools[doc].category in categories)
+                if self._offered(doc, excluded, categories)
             ]
         elif len(scores) > _FEW_CANDIDATES * (keep + self._premium_tools):
             # A premium tool only loses (PREMIUM_FACTOR < 1), so a tool scoring below the (keep + premium tools)-th
@@ -681,6 +680,10 @@ class SearchIndex:
         ranking = Ranking(analysis, top, coverage, relative, confidence, reason)
         return self._second_opinion(query, ranking, excluded, categories) if reason else ranking
 
+    def _offered(self, doc: int, excluded: frozenset[int], categories: frozenset[str] | None) -> bool:
+        """Whether a tool may be among a query's hits: not left out by the scope, and in the categories asked."""
+        return doc not in excluded and (not categories or self._tools[doc].category in categories)
+
     def _second_opinion(
         self, query: str, ranking: Ranking, excluded: frozenset[int], categories: frozenset[str] | None
     ) -> Ranking:
@@ -691,12 +694,7 @@ class SearchIndex:
         rescued = self._semantic.rescue(query, ranking.scores, ranking.confidence)
         if rescued is None:
             return ranking
-        tools = self._tools
-        kept = [
-            (doc, score)
-            for doc, score in rescued
-            if doc not in excluded and (not categories or tools[doc].category in categories)
-        ]
+        kept = [(doc, score) for doc, score in rescued if self._offered(doc, excluded, categories)]
         if not kept:
             return ranking
         return Ranking(ranking.analysis, kept, ranking.coverage, ranking.relative, ranking.confidence, None, True)

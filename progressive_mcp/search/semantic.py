@@ -148,12 +148,11 @@ class SemanticRescue:
         index = self._ready()
         if index is None or not len(index):
             return None
-        ranked = index.rank(query, DEPTH)
+        scores = index.scores(query)  # the query is embedded once: for its best tools and for every fused one
+        ranked = index.best(scores, DEPTH)
         if not ranked or ranked[0][1] + CONFIDENCE_CREDIT * confidence < self._bar:
             return None
-        cosine = dict(ranked)
         fused = dense.reciprocal_rank_fusion(
-            [[doc for doc, _ in lexical[:DEPTH]], list(cosine)], weights=[1.0, DENSE_WEIGHT]
+            [[doc for doc, _ in lexical[:DEPTH]], [doc for doc, _ in ranked]], weights=[1.0, DENSE_WEIGHT]
         )
-        scores = index.scores(query)
         return [(doc, float(scores[doc])) for doc in fused]
