@@ -19,6 +19,18 @@ from progressive_mcp.sources import load_catalog
 REPO = Path(__file__).resolve().parent.parent
 
 
+def run_bench(script: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """A bench script run from the repository as `make bench` runs it, its output captured."""
+    return subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def _load(name: str) -> ModuleType:
     """A bench script as a module (bench/ is a folder of scripts, not a package)."""
     spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
@@ -64,14 +76,7 @@ def test_synthetic_spec_is_deterministic_for_a_seed(generator: ModuleType) -> No
 
 
 def test_search_scale_runs_end_to_end() -> None:
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "search_scale.py"), "--sizes", "200", "--rounds", "1"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_bench("search_scale.py", "--sizes", "200", "--rounds", "1", timeout=60)
 
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -83,14 +88,7 @@ def test_search_scale_runs_end_to_end() -> None:
 
 
 def test_load_runs_clients_against_a_server_it_starts() -> None:
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "load.py"), "--duration", "2", "--clients", "2", "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_bench("load.py", "--duration", "2", "--clients", "2", "--json", timeout=120)
 
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = json.loads(done.stdout)
@@ -109,14 +107,7 @@ def test_load_runs_clients_against_a_server_it_starts() -> None:
 
 def test_faults_bench_runs_a_few_cases_as_json() -> None:
     cases = "empty body,http 429 retry-after 30,premium notice"
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "faults.py"), "--transport", "http", "--cases", cases, "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_bench("faults.py", "--transport", "http", "--cases", cases, "--json", timeout=60)
 
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -129,28 +120,14 @@ def test_faults_bench_runs_a_few_cases_as_json() -> None:
 
 
 def test_code_mode_bench_runs_its_three_scripts() -> None:
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "code_mode.py"), "--delay", "0.05", "--rounds", "1"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_bench("code_mode.py", "--delay", "0.05", "--rounds", "1", timeout=120)
     assert done.returncode == 0, done.stderr
     for line in ("first script of the process", "no tool call", "5 calls, one by one", "5 calls, gathered"):
         assert line in done.stdout
 
 
 def test_the_author_vocabulary_benchmark_runs_end_to_end() -> None:
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "author_vocabulary.py")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=110,
-        check=False,
-    )
+    done = run_bench("author_vocabulary.py", timeout=110)
 
     assert done.returncode == 0, done.stderr
     assert "Last.fm (57 tools), 240 queries" in done.stdout
@@ -175,14 +152,7 @@ def test_the_author_vocabulary_benchmark_runs_end_to_end() -> None:
     ],
 )
 def test_dense_benchmarks_run_end_to_end(script: str, args: list[str], expected: list[str]) -> None:
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / script), *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=110,
-        check=False,
-    )
+    done = run_bench(script, *args, timeout=110)
 
     assert done.returncode == 0, done.stderr
     for text in expected:
