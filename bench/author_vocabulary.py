@@ -17,10 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from progressive_mcp.catalog import Catalog  # noqa: E402
 from progressive_mcp.search import dense  # noqa: E402
-from progressive_mcp.search.evaluation import BM25Baseline, load_queries, run_eval  # noqa: E402
-from progressive_mcp.search.index import SearchIndex  # noqa: E402
+from progressive_mcp.search.evaluation import BM25Baseline, engine_ranker, load_queries, run_eval  # noqa: E402
 from progressive_mcp.sources import load_catalog  # noqa: E402
 
 SPEC = ROOT / "tests" / "fixtures" / "lastfm" / "lastfm.yaml"
@@ -35,11 +33,6 @@ METRICS = (
 )
 
 
-def ranker(catalog: Catalog, semantic: bool):  # type: ignore[no-untyped-def]
-    index = SearchIndex(catalog.tools, catalog.vocabulary, categories=catalog.categories, semantic=semantic)
-    return lambda query, limit: [hit.name for hit in index.search(query, limit=limit)]
-
-
 def main() -> int:
     modes = [False, True] if dense.available() else [False]
     catalogs = {"without": load_catalog(SPEC), "with": load_catalog(SPEC, vocabulary=VOCABULARY)}
@@ -50,7 +43,7 @@ def main() -> int:
     for semantic in modes:
         for which, catalog in catalogs.items():
             label = f"engine, {which} the vocabulary, semantic {'on' if semantic else 'off'}"
-            rows.append((label, run_eval(catalog, queries, ranker(catalog, semantic))))
+            rows.append((label, run_eval(catalog, queries, engine_ranker(catalog, semantic=semantic))))
     for label, run in rows:
         metrics = run["metrics"]
         print(f"{label:44s}" + "".join(f"{metrics[key]:10.3f}" for key, _ in METRICS))

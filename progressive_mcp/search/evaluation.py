@@ -247,11 +247,12 @@ def percentile(values: Sequence[float], share: float) -> float:
 # --- rankers ----------------------------------------------------------------------------------------------
 
 
-def engine_ranker(catalog: Catalog) -> Ranker:
-    """The project's search exactly as agents reach it: TOOL_SEARCH over the whole catalog, no category."""
+def engine_ranker(catalog: Catalog, *, semantic: bool | None = None) -> Ranker:
+    """The project's search exactly as agents reach it: TOOL_SEARCH over the whole catalog, no category;
+    `semantic`: with or without the semantic signal (None: as PMCP_SEMANTIC says)."""
     from progressive_mcp.surfaces.metatools import MetaTools
 
-    meta = MetaTools(catalog)
+    meta = MetaTools(catalog, semantic=semantic)
 
     def rank(query: str, limit: int) -> list[str]:
         return [hit["name"] for hit in meta.tool_search({"query": query, "limit": limit})["results"]]
