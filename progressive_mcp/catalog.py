@@ -187,6 +187,9 @@ class CatalogTool:
     fixed: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # constant query parameters
     # MCP hints: read-only, destructive, idempotent, open-world
     annotations: Mapping[str, bool] = field(default_factory=lambda: TOOL_ANNOTATIONS)
+    # A tool of an MCP server behind the gateway: the server's name in the servers file, and its name for the tool.
+    server: str | None = None
+    server_tool: str | None = None
 
     def definition(self) -> dict[str, Any]:
         """The MCP tool definition (wire shape, camelCase) as plain JSON data."""

@@ -5,11 +5,13 @@ Example::
     progressive-mcp spec check spec/alphavantage.yaml
     progressive-mcp stdio --mode hybrid
     progressive-mcp tokens
+    progressive-mcp sync --servers ~/.config/Claude/claude_desktop_config.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -184,11 +186,14 @@ def _sample_upstream(args: argparse.Namespace) -> int:
     return sample_upstream.run(args, args.parser)
 
 
-def add_server_flags(parser: argparse.ArgumentParser) -> None:
+def add_server_flags(parser: argparse.ArgumentParser, *, gateway: bool = True) -> None:
+    """The flags of a server; `gateway`: with --servers and --index (`serve` has no gateway yet)."""
     parser.add_argument("--spec", help="spec file (env PMCP_SPEC; default: the bundled Alpha Vantage spec)")
     parser.add_argument("--mode", choices=MODES, help="tool surface (env PMCP_MODE; default progressive)")
     parser.add_argument("--categories", help="comma-separated categories to expose (env PMCP_CATEGORIES)")
     parser.add_argument("--upstream", help="upstream base URL (env PMCP_UPSTREAM_URL; default from the spec)")
+    if gateway:
+        add_gateway_flags(parser)
     add_filter_flags(parser)
     parser.add_argument(
         "--no-cache",
@@ -204,6 +209,55 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         help="time limit of one tool call's upstream work, retries included (env PMCP_DEADLINE_S; default 25)",
     )
     parser.add_argument("--log-level", default="WARNING", help="log level (stdio: WARNING, to stderr; serve: INFO)")
+
+
+def add_gateway_flags(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+    parser.add_argument(
+        "--servers",
+        metavar="FILE",
+        required=required,
+        help="serve the tools of the MCP servers in this mcpServers JSON (a Claude Desktop, Cursor or VS Code config; "
+        "env PMCP_SERVERS; docs/gateway.md) instead of a spec",
+    )
+    parser.add_argument(
+        "--index",
+        metavar="PATH",
+        help="the gateway's tool store, a SQLite file (env PMCP_INDEX; default: one per servers file under "
+        "$XDG_CACHE_HOME/progressive-mcp/, else ~/.cache/progressive-mcp/)",
+    )
+
+
+def _sync(args: argparse.Namespace) -> int:
+    from progressive_mcp.gateway.gateway import Gateway
+
+    try:
+        gateway = Gateway.open(args.servers, args.index)
+    except ProgressiveMCPError as exc:
+        print(f"progressive-mcp: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.approve:
+            missing = [name for name in args.approve if gateway.store.approve(name) is None]
+            if missing:
+                print(f"progressive-mcp: no stored tool named {', '.join(missing)}", file=sys.stderr)
+                return 2
+            gateway.refresh()
+            print(f"approved: {', '.join(args.approve)}")
+            return 0
+        report = gateway.sync()
+    finally:
+        gateway.close()
+    if args.json:
+        body = report.as_json()
+        body["catalog_version"] = gateway.catalog.version
+        body["withheld"] = gateway.withheld
+        print(json.dumps(body, indent=2))
+    else:
+        print(report.text())
+        print(f"catalog version {gateway.catalog.version}: {len(gateway.catalog)} tools")
+        for tool in gateway.withheld:
+            print(f"withheld: {tool['name']}: {tool['reason']}")
+    return 1 if report.counts["failed"] else 0
 
 
 def add_filter_flags(parser: argparse.ArgumentParser) -> None:
@@ -255,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     stdio.set_defaults(func=_stdio)
 
     serve = commands.add_parser("serve", help="the Lambda handler behind real HTTP on localhost: http://HOST:PORT/mcp")
-    add_server_flags(serve)
+    add_server_flags(serve, gateway=False)
     serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     serve.add_argument("--auth-mode", choices=AUTH_MODES, help="env PMCP_AUTH_MODE (default passthrough)")
@@ -272,6 +326,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="add the MCP conformance suite's diagnostic tools (test_*) for its server-stateless checks",
     )
     serve.set_defaults(func=_serve, log_level="INFO")
+
+    sync = commands.add_parser(
+        "sync",
+        help="sync the gateway's tool store with the servers of a servers file; prints each created, updated and "
+        "deleted tool (exit 1 if a server could not be read)",
+    )
+    add_gateway_flags(sync, required=True)
+    sync.add_argument(
+        "--approve",
+        nargs="+",
+        metavar="NAME",
+        help="accept the current definition of these pinned tools (SERVER.TOOL) instead of syncing",
+    )
+    sync.add_argument("--json", action="store_true", help="machine-readable output")
+    sync.set_defaults(func=_sync)
 
     tokens = commands.add_parser("tokens", help="token counts of each surface and meta-tool answer")
     tokens.add_argument("--spec", help="spec file (default: the bundled one)")

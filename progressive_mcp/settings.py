@@ -43,6 +43,9 @@ class Settings:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     vocabulary_path: Path | None = None  # a search vocabulary for the catalog, in place of any its spec names
+    # The gateway: the mcpServers JSON whose servers' tools are the catalog, and the tool store's file.
+    servers_path: Path | None = None
+    index_path: Path | None = None  # None: under the user's cache directory, one per servers file
     upstream_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     max_result_tokens: int = DEFAULT_MAX_RESULT_TOKENS
@@ -80,6 +83,10 @@ class Settings:
             values["exclude"] = split_list(env["PMCP_EXCLUDE"])
         if env.get("PMCP_VOCABULARY"):
             values["vocabulary_path"] = Path(env["PMCP_VOCABULARY"])
+        if env.get("PMCP_SERVERS"):
+            values["servers_path"] = Path(env["PMCP_SERVERS"])
+        if env.get("PMCP_INDEX"):
+            values["index_path"] = Path(env["PMCP_INDEX"])
         if env.get("PMCP_UPSTREAM_URL"):
             values["upstream_url"] = env["PMCP_UPSTREAM_URL"]
         if env.get("PMCP_MAX_RESULT_TOKENS"):
@@ -117,7 +124,7 @@ class Settings:
             values["conformance_fixtures"] = env["PMCP_CONFORMANCE_FIXTURES"].strip().lower() in ("1", "true", "yes")
         values["semantic"] = semantic_enabled(env)  # raises ConfigError for a wrong value or `on` without the extra
         values.update({k: v for k, v in overrides.items() if v is not None})
-        for name in ("spec_path", "vocabulary_path"):
+        for name in ("spec_path", "vocabulary_path", "servers_path", "index_path"):
             if isinstance(values.get(name), str):
                 values[name] = Path(values[name])
         for name in ("include", "exclude"):

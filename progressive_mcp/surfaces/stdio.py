@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -24,38 +25,52 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from progressive_mcp import __version__
+from progressive_mcp.calls.cache import LOCAL
 from progressive_mcp.errors import ProgressiveMCPError, UnknownTool
 from progressive_mcp.settings import Settings
-from progressive_mcp.surfaces.surface import CallContext, Surface
+from progressive_mcp.surfaces.surface import CallContext, GatewaySurfaces, Surface
 
 logger = logging.getLogger(__name__)
 
 
-def build_server(surface: Surface, ctx: CallContext) -> Server[Any]:
-    """An SDK low-level Server whose tools/list and tools/call are the surface's."""
+def build_server(surface: Surface | Callable[[], Surface], ctx: CallContext) -> Server[Any]:
+    """An SDK low-level Server whose tools/list and tools/call are the surface's. `surface` may be a function
+    giving the current one (a gateway's, which a sync may replace): a client that has listed tools is then told
+    `notifications/tools/list_changed` with its next call's answer once they change."""
+    current = surface if callable(surface) else (lambda: surface)
+    listed: dict[str, Any] = {}
 
     async def list_tools(_ctx: Any, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=surface.list_tools())
+        now = current()
+        listed["tools"] = now.list_tools()
+        return types.ListToolsResult(tools=listed["tools"])
 
-    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(request: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        now = current()
         try:
             # Upstream calls block; a worker thread keeps the event loop answering other requests.
-            return await anyio.to_thread.run_sync(surface.call_tool, params.name, params.arguments, ctx)
+            result = await anyio.to_thread.run_sync(now.call_tool, params.name, params.arguments, ctx)
         except UnknownTool as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc), exc.details()) from None
+        if "tools" in listed and current().list_tools() is not listed["tools"]:
+            listed.pop("tools")
+            with contextlib.suppress(Exception):  # advisory: a client that cannot hear it lists again later
+                await request.session.send_tool_list_changed()
+        return result
 
-    api = surface.catalog.api
+    first = current()
+    api = first.catalog.api
     return Server(
         "progressive-mcp",
         version=__version__,
         title=f"{api.title} (progressive-mcp)",
-        instructions=surface.instructions,
+        instructions=first.instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
 
 
-async def serve(surface: Surface, ctx: CallContext) -> None:
+async def serve(surface: Surface | Callable[[], Surface], ctx: CallContext) -> None:
     server = build_server(surface, ctx)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
@@ -72,10 +87,14 @@ def run(args: argparse.Namespace) -> int:
             include=getattr(args, "include", None),
             exclude=getattr(args, "exclude", None),
             vocabulary_path=getattr(args, "vocabulary", None),
+            servers_path=getattr(args, "servers", None),
+            index_path=getattr(args, "index", None),
             upstream_url=args.upstream,
             cache=getattr(args, "cache", None),
             deadline_s=getattr(args, "deadline", None),
         )
+        if settings.servers_path is not None:
+            return _run_gateway(settings)
         surface = Surface.from_settings(settings)
         ctx = surface.default_context(settings)
     except ProgressiveMCPError as exc:
@@ -83,4 +102,20 @@ def run(args: argparse.Namespace) -> int:
         return 2
     with contextlib.suppress(KeyboardInterrupt):
         anyio.run(serve, surface, ctx)
+    return 0
+
+
+def _run_gateway(settings: Settings) -> int:
+    """Serve the tools of the servers file's servers: from the tool store at once, synced as the gateway says."""
+    from progressive_mcp.gateway.gateway import Gateway
+
+    assert settings.servers_path is not None
+    gateway = Gateway.open(settings.servers_path, settings.index_path)
+    try:
+        gateway.start()
+        surfaces = GatewaySurfaces(gateway, settings)
+        with contextlib.suppress(KeyboardInterrupt):
+            anyio.run(serve, surfaces.current, CallContext(entitlement=LOCAL))
+    finally:
+        gateway.close()
     return 0

@@ -16,11 +16,12 @@ import datetime as dt
 import hashlib
 import logging
 import os
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
@@ -44,11 +45,15 @@ from progressive_mcp.calls.stubs import forced_json
 from progressive_mcp.calls.upstream import UpstreamClient, UpstreamTransport, http_method
 from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.errors import ConfigError, MissingApiKey, ToolError, UnknownTool
+from progressive_mcp.gateway.results import script_value, server_result
 from progressive_mcp.redaction import key_problem, redact
 from progressive_mcp.settings import Mode, Settings
 from progressive_mcp.sources import load_catalog
-from progressive_mcp.surfaces.metatools import META_TOOL_NAMES, TOOL_CALL, MetaTools
+from progressive_mcp.surfaces.metatools import META_TOOL_NAMES, TOOL_CALL, TOOL_LIST, MetaTools
 from progressive_mcp.tokens import dumps
+
+if TYPE_CHECKING:
+    from progressive_mcp.gateway.gateway import Gateway
 
 logger = logging.getLogger(__name__)
 
@@ -103,8 +108,10 @@ class Surface:
         sandbox: Sandbox | None = None,
         script_limits: ScriptLimits | None = None,
         semantic: bool | None = None,
+        gateway: Gateway | None = None,
     ) -> None:
-        """`cache` keeps upstream answers (None: no cache); `results` takes full answers too large to show;
+        """`gateway`: the MCP servers whose tools the catalog holds (calls to them go there); `cache` keeps upstream
+        answers (None: no cache); `results` takes full answers too large to show;
         `direct_models` is the shared store of catalog tools' definitions (see `variant`)."""
         unknown = sorted((categories or frozenset()) - set(catalog.categories))
         if unknown:
@@ -112,6 +119,7 @@ class Surface:
                 f"unknown categories {', '.join(unknown)}; the spec defines {', '.join(catalog.categories)}"
             )
         self.catalog = catalog
+        self.gateway = gateway
         self.mode = mode
         self.categories = categories
         self.upstream = upstream or UpstreamClient(catalog.api)
@@ -211,6 +219,7 @@ class Surface:
             shaped=self._shaped,
             sandbox=self.sandbox,
             script_limits=self.script_limits,
+            gateway=self.gateway,
         )
 
     @property
@@ -244,10 +253,13 @@ class Surface:
         handler = self._discovery.get(name) if self.mode != "direct" else None
         try:
             if handler is not None:
-                return _result(handler(args))
+                payload = handler(args)
+                if name == TOOL_LIST and self.gateway is not None and self.gateway.withheld:
+                    payload = {**payload, "withheld": self.gateway.withheld}
+                return _result(payload)
             if name == TOOL_CALL and self.mode in ("progressive", "hybrid"):
                 tool, raw = self.meta.resolve_call(args)
-                return self._run(tool, raw, ctx)
+                return self._run(tool, raw, ctx, via_call=True)
             if name == TOOL_EXECUTE and self._code is not None:
                 return self._execute(args, ctx)
         except ToolError as exc:
@@ -257,9 +269,13 @@ class Surface:
             raise self._unknown(name)
         return self._run(direct, args, ctx)
 
-    def _run(self, tool: CatalogTool, raw_arguments: Any, ctx: CallContext) -> dict[str, Any]:
+    def _run(
+        self, tool: CatalogTool, raw_arguments: Any, ctx: CallContext, *, via_call: bool = False
+    ) -> dict[str, Any]:
         record = ctx.record if ctx.record is not None else CallRecord()
         record.tool = tool.name
+        if tool.server is not None:
+            return self._forward(tool, raw_arguments, ctx, record, via_call=via_call)
         deadline = self.upstream.deadline(ctx.deadline)  # set before the cache read, so that counts too
         try:
             arguments = prepare_arguments(self.catalog, tool.name, raw_arguments)
@@ -297,6 +313,39 @@ class Surface:
             logger.error("unexpected error in a tool call: %s", trace, extra={"tool": tool.name})
             return _error_result(ToolError(f"Internal error while running {tool.name}; please report it."), ctx)
         return _result(envelope)
+
+    def _forward(
+        self, tool: CatalogTool, raw_arguments: Any, ctx: CallContext, record: CallRecord, *, via_call: bool
+    ) -> dict[str, Any]:
+        """A call to a tool of an MCP server behind the gateway: arguments checked against the server's schema,
+        then the server's result passed back whole (text, images, resources, structuredContent, isError) when it
+        fits the token budget, else a text preview (with a link to the whole result where a result store is set).
+        Through TOOL_CALL the structured part is wrapped as `{"tool", "data"}`, TOOL_CALL's own output shape."""
+        assert self.gateway is not None
+        deadline = self.upstream.deadline(ctx.deadline)
+        started = time.perf_counter()
+        try:
+            arguments = prepare_arguments(self.catalog, tool.name, raw_arguments)
+            timeout_s = max(0.1, deadline - self.upstream.clock())
+            result = self.gateway.call(tool, arguments, timeout_s)
+        except ToolError as exc:
+            record.error = type(exc).__name__
+            return _error_result(exc, ctx)
+        finally:
+            record.upstream_ms = (time.perf_counter() - started) * 1000
+        return server_result(
+            tool,
+            arguments,
+            result,
+            self.gateway.secrets(tool.server or ""),
+            budget_tokens=self.max_result_tokens,
+            via_call=via_call,
+            offload=(lambda body: self._offload_body(tool, body)) if self.results is not None else None,
+        )
+
+    def _offload_body(self, tool: CatalogTool, body: dict[str, Any]) -> dict[str, Any]:
+        answer = CachedAnswer(body, "json", self._clock(), self._clock(), 0)
+        return self._offload(tool, answer, [])
 
     def _answer(
         self,
@@ -361,6 +410,16 @@ class Surface:
         """Ask the upstream; the answer, and whether it may be kept (not when it echoed the key). Errors, rate
         limits and premium notices raise, so they are never kept."""
         started = time.perf_counter()
+        if tool.server is not None:  # a script's call to a tool of an MCP server behind the gateway
+            assert self.gateway is not None
+            try:
+                payload = script_value(
+                    tool, self.gateway.call(tool, arguments, max(0.1, deadline - self.upstream.clock()))
+                )
+            finally:
+                record.upstream_ms = (time.perf_counter() - started) * 1000
+            now = self._clock()
+            return CachedAnswer(payload, "json", now, now, 0), False
         try:
             result = self.upstream.call(tool, arguments, ctx.api_key, deadline=deadline)
         finally:
@@ -442,6 +501,42 @@ class Surface:
         if name in META_TOOL_NAMES:
             how = f"{name} is not offered here: this server runs in direct mode, where {how[0].lower()}{how[1:]}"
         return UnknownTool(name, suggestions, how_to_find=how)
+
+
+class GatewaySurfaces:
+    """The surface of a gateway's current catalog: rebuilt (and its version moved) when a sync changes the
+    catalog, so every request is answered from the tools as last synced."""
+
+    def __init__(self, gateway: Gateway, settings: Settings) -> None:
+        self.gateway = gateway
+        self.settings = settings
+        self._surface: Surface | None = None
+        self._lock = threading.Lock()
+
+    def current(self) -> Surface:
+        catalog = self.gateway.catalog
+        surface = self._surface
+        if surface is not None and surface.catalog is catalog:
+            return surface
+        with self._lock:
+            if self._surface is None or self._surface.catalog is not catalog:
+                settings = self.settings
+                # Categories are servers here: one that lists no tool now is left out rather than refused.
+                categories = frozenset(c for c in settings.categories or () if c in catalog.categories) or None
+                from progressive_mcp.gateway.tools import GATEWAY_API
+
+                upstream = UpstreamClient(GATEWAY_API, deadline_s=settings.deadline_s)
+                self._surface = Surface(
+                    catalog,
+                    mode=settings.mode,
+                    categories=categories,
+                    upstream=upstream,
+                    max_result_tokens=settings.max_result_tokens,
+                    script_limits=settings.script_limits,
+                    semantic=settings.semantic,
+                    gateway=self.gateway,
+                )
+            return self._surface
 
 
 _SANDBOX: Sandbox | None = None

@@ -1,0 +1,142 @@
+"""The gateway: the servers of a servers file behind one catalog, answered from the tool store and kept in sync.
+
+At start the catalog comes from the store, so no server is contacted to list or search tools; servers never
+synced are synced first, the others in the background once their `ttl_s` has passed. A server that says its
+tools changed (`notifications/tools/list_changed`, or a 2026-07-28 listen event) is re-synced at once. Calls go to
+the tool's server through the connection pool. Example::
+
+    gateway = Gateway.open("servers.json")
+    gateway.start()
+    gateway.catalog.get("memory.read_graph")
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from progressive_mcp.catalog import Catalog, CatalogTool
+from progressive_mcp.gateway.config import GatewayConfig, load_servers
+from progressive_mcp.gateway.connections import ServerPool
+from progressive_mcp.gateway.store import SqliteToolStore, ToolStore, default_index_path
+from progressive_mcp.gateway.sync import SyncReport, due, sync_servers
+from progressive_mcp.gateway.tools import gateway_catalog
+
+logger = logging.getLogger(__name__)
+
+RESYNC_DELAY_S = 0.1  # change notifications that arrive together make one re-sync
+
+
+class Gateway:
+    """A servers file's servers as one catalog; thread-safe."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        store: ToolStore,
+        *,
+        pool: ServerPool | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.pool = pool if pool is not None else ServerPool(config, on_tools_changed=self.tools_changed)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._pending: set[str] = set()
+        self._listeners: list[Callable[[Catalog], None]] = []
+        self._catalog, self.withheld = gateway_catalog(config, store.tools())
+        self.last_report: SyncReport | None = None
+
+    @classmethod
+    def open(cls, servers_file: str | Path, index: str | Path | None = None) -> Gateway:
+        """The gateway of a servers file, with its store (default: under the user's cache directory)."""
+        config = load_servers(servers_file)
+        return cls(config, SqliteToolStore(index or default_index_path(servers_file)))
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog
+
+    def on_change(self, listener: Callable[[Catalog], None]) -> None:
+        """Call `listener(catalog)` whenever a sync changes the catalog."""
+        self._listeners.append(listener)
+
+    def start(self, *, background: bool = True) -> SyncReport | None:
+        """Sync the servers never synced (waiting for them), then, in a background thread, those whose TTL has
+        passed. Returns the first sync's report (None if every server was in the store)."""
+        synced = {s.server for s in self.store.servers()}
+        first = [s.name for s in self.config.enabled if s.name not in synced]
+        report = self.sync(first) if first else None
+        stale = [name for name in due(self.config, self.store, self._clock()) if name not in first]
+        if stale:
+            if background:
+                threading.Thread(target=self._sync_quietly, args=(stale,), name="pmcp-sync", daemon=True).start()
+            else:
+                self.sync(stale)
+        return report
+
+    def sync(self, only: Iterable[str] | None = None) -> SyncReport:
+        """Sync the servers (or `only` these, and then no server is removed) and rebuild the catalog if it changed."""
+        with self._sync_lock:
+            report = sync_servers(self.config, self.store, self.pool.list_tools, only=only, clock=self._clock)
+            self.last_report = report
+            self.refresh()
+        for server in report.servers:
+            if server.error:
+                logger.warning("sync failed: %s", server.error, extra={"server": server.server})
+            elif server.diff.changed:
+                logger.info("synced", extra={"server": server.server, **{k: len(v) for k, v in _parts(server)}})
+        return report
+
+    def refresh(self) -> bool:
+        """Rebuild the catalog from the store; True (and listeners told) if its version or withheld tools changed."""
+        catalog, withheld = gateway_catalog(self.config, self.store.tools())
+        with self._lock:
+            if catalog.version == self._catalog.version and withheld == self.withheld:
+                return False
+            self._catalog, self.withheld = catalog, withheld
+        for listener in self._listeners:
+            listener(catalog)
+        return True
+
+    def tools_changed(self, server: str) -> None:
+        """A server said its tools changed: re-sync it soon (notifications arriving together make one sync)."""
+        with self._lock:
+            if server in self._pending:
+                return
+            self._pending.add(server)
+
+        def resync() -> None:
+            time.sleep(RESYNC_DELAY_S)
+            with self._lock:
+                self._pending.discard(server)
+            self._sync_quietly([server])
+
+        threading.Thread(target=resync, name=f"pmcp-resync-{server}", daemon=True).start()
+
+    def call(self, tool: CatalogTool, arguments: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
+        """The tool's server's CallToolResult (wire JSON) for validated arguments; raises ServerUnavailable."""
+        assert tool.server is not None and tool.server_tool is not None
+        return self.pool.call_tool(tool.server, tool.server_tool, arguments, timeout_s)
+
+    def secrets(self, server: str) -> tuple[str, ...]:
+        return self.config.server(server).secrets
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def _sync_quietly(self, only: list[str]) -> None:
+        try:
+            self.sync(only)
+        except Exception as exc:  # a background sync must not kill its thread silently
+            logger.warning("background sync failed", extra={"error": type(exc).__name__})
+
+
+def _parts(server: Any) -> list[tuple[str, Any]]:
+    return [("created", server.diff.created), ("updated", server.diff.updated), ("deleted", server.diff.deleted)]

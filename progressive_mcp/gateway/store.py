@@ -1,0 +1,189 @@
+"""The tool store: the synced tool documents of every server, kept between runs (SQLite here, DynamoDB on AWS).
+
+The store is the gateway's index: a server's tools are answered from it, so no server has to be contacted to
+list or search them. Each document keeps the hash it was written with, the hash first seen or last approved
+(`pinned_hash`, for pinned servers) and the number of the sync that last wrote it (`indexed_seq`), so what a sync
+re-indexed can be told from what it left alone. Example::
+
+    store = SqliteToolStore(default_index_path("servers.json"))
+    store.apply("memory", created=docs, updated=[], deleted=[], synced_at=time.time(), fingerprint="npx ...")
+    [t.public_name for t in store.tools()]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from progressive_mcp.gateway.documents import ToolDocument
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class StoredTool:
+    """A document as the store holds it."""
+
+    document: ToolDocument
+    pinned_hash: str  # the hash first seen, or the last one approved
+    indexed_seq: int  # the sync that last wrote this document
+
+    @property
+    def changed_since_pinned(self) -> bool:
+        return self.document.hash != self.pinned_hash
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What the store knows of a server's last sync."""
+
+    server: str
+    synced_at: float
+    fingerprint: str  # its command line or URL (no secrets): a changed one means another server, synced afresh
+
+
+class ToolStore(Protocol):
+    """Where synced tool documents live. Implementations: `SqliteToolStore`, `lambda_fn.aws.DynamoToolStore`."""
+
+    def tools(self, server: str | None = None) -> list[StoredTool]:
+        """Every stored document (of one server), by server then name."""
+        ...
+
+    def servers(self) -> list[ServerState]: ...
+
+    def apply(
+        self,
+        server: str,
+        *,
+        created: Iterable[ToolDocument],
+        updated: Iterable[ToolDocument],
+        deleted: Iterable[str],
+        synced_at: float,
+        fingerprint: str,
+    ) -> int:
+        """Write one server's sync in one transaction: new and changed documents (stamped with a new sync number,
+        which is returned), deleted ones (by the server's tool name), and the server's state."""
+        ...
+
+    def forget(self, server: str) -> int:
+        """Drop a server and its documents (it left the servers file); how many documents went."""
+        ...
+
+    def approve(self, public_name: str) -> StoredTool | None:
+        """Accept a tool's current definition as pinned; None if no such tool is stored."""
+        ...
+
+
+def default_index_path(servers_file: str | Path, environ: dict[str, str] | None = None) -> Path:
+    """The store of a servers file: `$XDG_CACHE_HOME/progressive-mcp/` (else `~/.cache/progressive-mcp/`), one
+    file per servers file, named for its absolute path."""
+    env = os.environ if environ is None else environ
+    cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    resolved = str(Path(servers_file).expanduser().resolve())
+    digest = hashlib.sha256(resolved.encode()).hexdigest()[:16]
+    return cache / "progressive-mcp" / f"{Path(resolved).stem}-{digest}.sqlite3"
+
+
+class SqliteToolStore:
+    """A `ToolStore` in one SQLite file (stdlib sqlite3; safe to share between threads)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA busy_timeout=5000")  # a `sync` in another process waits for this one
+        with self._lock:
+            self._db.executescript(
+                """
+                CREATE TABLE IF NOT EXISTS tools (
+                    server TEXT NOT NULL, name TEXT NOT NULL, public_name TEXT NOT NULL, hash TEXT NOT NULL,
+                    definition TEXT NOT NULL, pinned_hash TEXT NOT NULL, indexed_seq INTEGER NOT NULL,
+                    PRIMARY KEY (server, name));
+                CREATE TABLE IF NOT EXISTS servers (
+                    server TEXT PRIMARY KEY, synced_at REAL NOT NULL, fingerprint TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                """
+            )
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?), ('seq', '0')", (str(SCHEMA_VERSION),)
+            )
+
+    def close(self) -> None:
+        self._db.close()
+
+    def tools(self, server: str | None = None) -> list[StoredTool]:
+        query = "SELECT server, name, public_name, hash, definition, pinned_hash, indexed_seq FROM tools"
+        params: tuple[str, ...] = ()
+        if server is not None:
+            query += " WHERE server = ?"
+            params = (server,)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY server, name", params).fetchall()
+        return [StoredTool(ToolDocument(s, n, p, json.loads(d), h), pinned, seq) for s, n, p, h, d, pinned, seq in rows]
+
+    def servers(self) -> list[ServerState]:
+        with self._lock:
+            rows = self._db.execute("SELECT server, synced_at, fingerprint FROM servers ORDER BY server").fetchall()
+        return [ServerState(*row) for row in rows]
+
+    def apply(
+        self,
+        server: str,
+        *,
+        created: Iterable[ToolDocument],
+        updated: Iterable[ToolDocument],
+        deleted: Iterable[str],
+        synced_at: float,
+        fingerprint: str,
+    ) -> int:
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                seq = int(db.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0]) + 1
+                db.execute("UPDATE meta SET value = ? WHERE key = 'seq'", (str(seq),))
+                for doc in created:  # first seen: this hash is the pinned one
+                    db.execute(
+                        "INSERT OR REPLACE INTO tools VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (server, doc.name, doc.public_name, doc.hash, _json(doc), doc.hash, seq),
+                    )
+                for doc in updated:  # the pinned hash stays until `sync --approve`
+                    db.execute(
+                        "UPDATE tools SET public_name = ?, hash = ?, definition = ?, indexed_seq = ? "
+                        "WHERE server = ? AND name = ?",
+                        (doc.public_name, doc.hash, _json(doc), seq, server, doc.name),
+                    )
+                db.executemany("DELETE FROM tools WHERE server = ? AND name = ?", [(server, n) for n in deleted])
+                db.execute("INSERT OR REPLACE INTO servers VALUES (?, ?, ?)", (server, synced_at, fingerprint))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return seq
+
+    def forget(self, server: str) -> int:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            gone = self._db.execute("DELETE FROM tools WHERE server = ?", (server,)).rowcount
+            self._db.execute("DELETE FROM servers WHERE server = ?", (server,))
+            self._db.execute("COMMIT")
+        return int(gone)
+
+    def approve(self, public_name: str) -> StoredTool | None:
+        with self._lock:
+            self._db.execute("UPDATE tools SET pinned_hash = hash WHERE public_name = ?", (public_name,))
+        return next((t for t in self.tools() if t.document.public_name == public_name), None)
+
+
+def _json(doc: ToolDocument) -> str:
+    return json.dumps(doc.definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,210 @@
+"""Sync: the servers are the truth, the store follows them by content hash.
+
+For each server, its current tools are compared with the stored documents: a name not stored is created, a
+stored name with another hash is updated, a stored name the server no longer lists is deleted; only those
+documents are written (re-indexed). A server that cannot be reached keeps its stored documents, and the report
+says why. A server no longer in the servers file (or disabled) has its documents deleted. Example::
+
+    report = sync_servers(config, store, pool)
+    print(report.text())        # memory: 1 created, 0 updated, 0 deleted, 8 unchanged ...
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from progressive_mcp.gateway.config import GatewayConfig, ServerConfig
+from progressive_mcp.gateway.connections import ServerUnavailable
+from progressive_mcp.gateway.documents import ToolDocument, documents
+from progressive_mcp.gateway.store import StoredTool, ToolStore
+
+
+@dataclass(frozen=True)
+class Diff:
+    """What one server's sync changes."""
+
+    created: tuple[ToolDocument, ...] = ()
+    updated: tuple[ToolDocument, ...] = ()
+    deleted: tuple[str, ...] = ()  # the server's names of the tools it no longer lists
+    unchanged: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.updated or self.deleted)
+
+
+def diff(current: Iterable[ToolDocument], stored: Mapping[str, StoredTool]) -> Diff:
+    """Create / update / delete from a server's current documents to its stored ones (keyed by tool name)."""
+    created, updated = [], []
+    seen = set()
+    unchanged = 0
+    for doc in current:
+        seen.add(doc.name)
+        before = stored.get(doc.name)
+        if before is None:
+            created.append(doc)
+        elif before.document.hash != doc.hash or before.document.public_name != doc.public_name:
+            updated.append(doc)
+        else:
+            unchanged += 1
+    deleted = tuple(sorted(name for name in stored if name not in seen))
+    return Diff(tuple(created), tuple(updated), deleted, unchanged)
+
+
+@dataclass
+class ServerSync:
+    """One server's part of a sync: its diff, or why it could not be read."""
+
+    server: str
+    diff: Diff = field(default_factory=Diff)
+    error: str | None = None
+    seq: int | None = None  # the store's sync number, when documents were written
+    removed: bool = False  # the server left the servers file: its documents were deleted
+
+
+@dataclass
+class SyncReport:
+    servers: list[ServerSync]
+    seconds: float = 0.0
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {
+            "created": sum(len(s.diff.created) for s in self.servers),
+            "updated": sum(len(s.diff.updated) for s in self.servers),
+            "deleted": sum(len(s.diff.deleted) for s in self.servers),
+            "unchanged": sum(s.diff.unchanged for s in self.servers),
+            "failed": sum(s.error is not None for s in self.servers),
+        }
+
+    @property
+    def changed(self) -> bool:
+        return any(s.diff.changed for s in self.servers)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "counts": self.counts,
+            "seconds": round(self.seconds, 3),
+            "servers": [
+                {
+                    "server": s.server,
+                    "created": [d.public_name for d in s.diff.created],
+                    "updated": [d.public_name for d in s.diff.updated],
+                    "deleted": [f"{s.server}.{name}" for name in s.diff.deleted],
+                    "unchanged": s.diff.unchanged,
+                    **({"error": s.error} if s.error else {}),
+                    **({"removed": True} if s.removed else {}),
+                }
+                for s in self.servers
+            ],
+        }
+
+    def text(self) -> str:
+        """One line per server and one per created, updated or deleted tool."""
+        lines = []
+        for s in self.servers:
+            if s.error is not None:
+                lines.append(f"{s.server}: not synced: {s.error} (its stored tools are kept)")
+                continue
+            d = s.diff
+            note = " (no longer in the servers file)" if s.removed else ""
+            lines.append(
+                f"{s.server}: {len(d.created)} created, {len(d.updated)} updated, {len(d.deleted)} deleted, "
+                f"{d.unchanged} unchanged{note}"
+            )
+            lines += [f"  + {doc.public_name}" for doc in d.created]
+            lines += [f"  ~ {doc.public_name}" for doc in d.updated]
+            lines += [f"  - {s.server}.{name}" for name in d.deleted]
+        c = self.counts
+        lines.append(
+            f"total: {c['created']} created, {c['updated']} updated, {c['deleted']} deleted, {c['unchanged']} "
+            f"unchanged, {c['failed']} server(s) failed, in {self.seconds:.2f} s"
+        )
+        return "\n".join(lines)
+
+
+READERS = 8  # servers read at once
+ListTools = Callable[[str], list[dict[str, Any]]]
+
+
+def sync_server(
+    server: ServerConfig,
+    store: ToolStore,
+    list_tools: ListTools,
+    *,
+    clock: Callable[[], float] = time.time,
+    listed: list[dict[str, Any]] | ServerUnavailable | None = None,
+) -> ServerSync:
+    """Sync one server: read its tools (unless `listed` already holds them, or why they could not be read), diff
+    them with the store, write what changed."""
+    if listed is None:
+        listed = _read(server, list_tools)
+    if isinstance(listed, ServerUnavailable):
+        return ServerSync(server.name, error=listed.reason)
+    current = documents(server.name, listed)
+    state = next((s for s in store.servers() if s.server == server.name), None)
+    if state is not None and state.fingerprint != server.fingerprint:
+        store.forget(server.name)  # another command or URL under the old name: a new server, pins and all
+    stored = {t.document.name: t for t in store.tools(server.name)}
+    change = diff(current, stored)
+    seq = store.apply(
+        server.name,
+        created=change.created,
+        updated=change.updated,
+        deleted=change.deleted,
+        synced_at=clock(),
+        fingerprint=server.fingerprint,
+    )
+    return ServerSync(server.name, change, seq=seq if change.changed else None)
+
+
+def _read(server: ServerConfig, list_tools: ListTools) -> list[dict[str, Any]] | ServerUnavailable:
+    try:
+        return list_tools(server.name)
+    except ServerUnavailable as exc:
+        return exc
+
+
+def sync_servers(
+    config: GatewayConfig,
+    store: ToolStore,
+    list_tools: ListTools,
+    *,
+    only: Iterable[str] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> SyncReport:
+    """Sync the enabled servers (or `only` these), and drop the stored documents of servers no longer
+    configured or enabled. Servers are read in parallel (each start-up is mostly waiting), written one by one."""
+    started = time.perf_counter()
+    wanted = set(only) if only is not None else None
+    chosen = [s for s in config.enabled if wanted is None or s.name in wanted]
+    with ThreadPoolExecutor(max_workers=max(1, min(READERS, len(chosen)))) as readers:
+        listings = list(readers.map(lambda server: _read(server, list_tools), chosen))
+    results = [
+        sync_server(server, store, list_tools, clock=clock, listed=listed)
+        for server, listed in zip(chosen, listings, strict=True)
+    ]
+    if wanted is None:
+        enabled = {s.name for s in config.enabled}
+        for state in store.servers():
+            if state.server not in enabled:
+                names = tuple(sorted(t.document.name for t in store.tools(state.server)))
+                store.forget(state.server)
+                results.append(ServerSync(state.server, Diff(deleted=names), removed=True))
+    return SyncReport(results, time.perf_counter() - started)
+
+
+def due(config: GatewayConfig, store: ToolStore, now: float) -> list[str]:
+    """The enabled servers never synced, or synced longer than their `ttl_s` ago."""
+    synced = {s.server: s for s in store.servers()}
+    return [
+        s.name
+        for s in config.enabled
+        if s.name not in synced
+        or synced[s.name].fingerprint != s.fingerprint
+        or now - synced[s.name].synced_at >= s.ttl_s
+    ]
