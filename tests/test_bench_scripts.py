@@ -126,6 +126,14 @@ def test_code_mode_bench_runs_its_three_scripts() -> None:
         assert line in done.stdout
 
 
+def test_the_gateway_bench_syncs_real_servers_and_resyncs_one_tool() -> None:
+    done = run_bench("gateway.py", "--servers", "2", "--tools", "5", "--no-example", "--json", timeout=120)
+    assert done.returncode == 0, done.stderr
+    scale = json.loads(done.stdout)["scale"]
+    assert scale["tools"] == scale["created"] == 10
+    assert scale["one_tool_resync_updated"] == 1 and scale["index_bytes"] > 0
+
+
 def test_the_author_vocabulary_benchmark_runs_end_to_end() -> None:
     done = run_bench("author_vocabulary.py", timeout=110)
 
