@@ -305,6 +305,15 @@ def test_results_pass_through_whole(gateway: Gateway) -> None:
     assert direct["structuredContent"] == {"sum": 2}
 
 
+def test_a_code_mode_script_calls_a_servers_tool_and_gets_its_structured_result(gateway: Gateway) -> None:
+    gateway.sync()
+    surface = surface_of(gateway, mode="code")
+    stubs = surface.call_tool_wire("TOOL_GET", {"tool_name": "toy.add"}, CallContext())["structuredContent"]
+    assert "async def toy_add(*, a: float, b: float)" in stubs["stubs"]
+    ran = surface.call_tool_wire("TOOL_EXECUTE", {"code": "r = await toy_add(a=2, b=5)\nr"}, CallContext())
+    assert not ran["isError"] and ran["structuredContent"]["result"] == {"sum": 7}
+
+
 def test_arguments_are_checked_against_the_servers_schema_before_the_call(gateway: Gateway) -> None:
     gateway.sync()
     gateway.pool.close()  # the sync started the servers: stop them

@@ -182,9 +182,7 @@ def _server(name: str, entry: Any, where: str, environ: Mapping[str, str], probl
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             problems.append(f"{where}.args: must be a list of strings")
             args = []
-        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-            problems.append(f"{where}.env: must be an object of string values")
-            env = {}
+        env = _string_map(env, f"{where}.env", problems)
         if cwd is not None and not isinstance(cwd, str):
             problems.append(f"{where}.cwd: must be a string")
             cwd = None
@@ -203,8 +201,7 @@ def _server(name: str, entry: Any, where: str, environ: Mapping[str, str], probl
     headers = entry.get("headers", {})
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         problems.append(f"{where}.url: must be an http:// or https:// URL")
-    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-        problems.append(f"{where}.headers: must be an object of string values")
+    headers = _string_map(headers, f"{where}.headers", problems)
     if len(problems) > count:
         return None
     return ServerConfig(
@@ -214,6 +211,14 @@ def _server(name: str, entry: Any, where: str, environ: Mapping[str, str], probl
         headers={k: expand(v, f"headers.{k}") for k, v in headers.items()},
         **common,
     )
+
+
+def _string_map(value: Any, where: str, problems: list[str]) -> dict[str, str]:
+    """`env` or `headers`: an object of string values ({} and a problem otherwise)."""
+    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        return value
+    problems.append(f"{where}: must be an object of string values")
+    return {}
 
 
 def _gateway_settings(entry: dict[str, Any], where: str, problems: list[str]) -> dict[str, Any]:

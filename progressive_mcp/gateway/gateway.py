@@ -86,7 +86,8 @@ class Gateway:
         with self._sync_lock:
             report = sync_servers(self.config, self.store, self.pool.list_tools, only=only, clock=self._clock)
             self.last_report = report
-            self.refresh()
+            if report.changed:  # the catalog derives from the stored documents alone: unchanged, it stands
+                self.refresh()
         for server in report.servers:
             if server.error:
                 logger.warning("sync failed: %s", server.error, extra={"server": server.server})

@@ -323,16 +323,12 @@ class Surface:
         Through TOOL_CALL the structured part is wrapped as `{"tool", "data"}`, TOOL_CALL's own output shape."""
         assert self.gateway is not None
         deadline = self.upstream.deadline(ctx.deadline)
-        started = time.perf_counter()
         try:
             arguments = prepare_arguments(self.catalog, tool.name, raw_arguments)
-            timeout_s = max(0.1, deadline - self.upstream.clock())
-            result = self.gateway.call(tool, arguments, timeout_s)
+            result = self._call_server(tool, arguments, deadline, record)
         except ToolError as exc:
             record.error = type(exc).__name__
             return _error_result(exc, ctx)
-        finally:
-            record.upstream_ms = (time.perf_counter() - started) * 1000
         return server_result(
             tool,
             arguments,
@@ -342,6 +338,17 @@ class Surface:
             via_call=via_call,
             offload=(lambda body: self._offload_body(tool, body)) if self.results is not None else None,
         )
+
+    def _call_server(
+        self, tool: CatalogTool, arguments: dict[str, Any], deadline: float, record: CallRecord
+    ) -> dict[str, Any]:
+        """The gateway's call of a server's tool within what is left of the deadline, its time recorded."""
+        assert self.gateway is not None
+        started = time.perf_counter()
+        try:
+            return self.gateway.call(tool, arguments, max(0.1, deadline - self.upstream.clock()))
+        finally:
+            record.upstream_ms = (time.perf_counter() - started) * 1000
 
     def _offload_body(self, tool: CatalogTool, body: dict[str, Any]) -> dict[str, Any]:
         answer = CachedAnswer(body, "json", self._clock(), self._clock(), 0)
@@ -409,17 +416,11 @@ class Surface:
     ) -> tuple[CachedAnswer, bool]:
         """Ask the upstream; the answer, and whether it may be kept (not when it echoed the key). Errors, rate
         limits and premium notices raise, so they are never kept."""
-        started = time.perf_counter()
         if tool.server is not None:  # a script's call to a tool of an MCP server behind the gateway
-            assert self.gateway is not None
-            try:
-                payload = script_value(
-                    tool, self.gateway.call(tool, arguments, max(0.1, deadline - self.upstream.clock()))
-                )
-            finally:
-                record.upstream_ms = (time.perf_counter() - started) * 1000
+            payload = script_value(tool, self._call_server(tool, arguments, deadline, record))
             now = self._clock()
             return CachedAnswer(payload, "json", now, now, 0), False
+        started = time.perf_counter()
         try:
             result = self.upstream.call(tool, arguments, ctx.api_key, deadline=deadline)
         finally:
