@@ -814,8 +814,11 @@ def test_key_never_leaks_on_error(
 ) -> None:
     faults, key, tool_name, arguments, expected = LEAK_CASES[case]
     upstream.update_faults(faults)
+    # Only the cases about a slow answer get a short limit: on a busy machine 0.3 s can pass before any
+    # answer is read, which would turn every other case into a timeout.
+    timeout_s = 0.3 if expected is UpstreamTimeout else 10.0
     client = UpstreamClient(
-        catalog.api, base_url=upstream.url, transport=transport, timeout_s=0.3, sleep=RecordingSleep()
+        catalog.api, base_url=upstream.url, transport=transport, timeout_s=timeout_s, sleep=RecordingSleep()
     )
 
     with pytest.raises(expected) as caught:
