@@ -809,6 +809,8 @@ def run(args: argparse.Namespace) -> int:
         "PMCP_INCLUDE": getattr(args, "include", None),
         "PMCP_VOCABULARY": getattr(args, "vocabulary", None),
         "PMCP_EXCLUDE": getattr(args, "exclude", None),
+        "PMCP_SERVERS": getattr(args, "servers", None),
+        "PMCP_INDEX": getattr(args, "index", None),
         "PMCP_UPSTREAM_URL": args.upstream,
         "PMCP_AUTH_MODE": args.auth_mode,
         "PMCP_DEADLINE_S": None if getattr(args, "deadline", None) is None else f"{args.deadline:g}",
@@ -839,6 +841,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         hint = _how_to_call(ENDPOINT.auth_mode, sample_upstream=args.sample_upstream, made_token=made_token)
         print(f"progressive-mcp: MCP endpoint at {server.url}{hint and '  ·  ' + hint}", flush=True)
+        stack.callback(ENDPOINT.close)  # a gateway's stdio servers stop with it
         with contextlib.suppress(KeyboardInterrupt):
             server.serve_forever()
     return 0

@@ -186,14 +186,13 @@ def _sample_upstream(args: argparse.Namespace) -> int:
     return sample_upstream.run(args, args.parser)
 
 
-def add_server_flags(parser: argparse.ArgumentParser, *, gateway: bool = True) -> None:
-    """The flags of a server; `gateway`: with --servers and --index (`serve` has no gateway yet)."""
+def add_server_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of a server (stdio and serve), the gateway's --servers and --index among them."""
     parser.add_argument("--spec", help="spec file (env PMCP_SPEC; default: the bundled Alpha Vantage spec)")
     parser.add_argument("--mode", choices=MODES, help="tool surface (env PMCP_MODE; default progressive)")
     parser.add_argument("--categories", help="comma-separated categories to expose (env PMCP_CATEGORIES)")
     parser.add_argument("--upstream", help="upstream base URL (env PMCP_UPSTREAM_URL; default from the spec)")
-    if gateway:
-        add_gateway_flags(parser)
+    add_gateway_flags(parser)
     add_filter_flags(parser)
     parser.add_argument(
         "--no-cache",
@@ -217,7 +216,7 @@ def add_gateway_flags(parser: argparse.ArgumentParser, *, required: bool = False
         metavar="FILE",
         required=required,
         help="serve the tools of the MCP servers in this mcpServers JSON (a Claude Desktop, Cursor or VS Code config; "
-        "env PMCP_SERVERS; docs/gateway.md) instead of a spec",
+        "env PMCP_SERVERS; docs/gateway.md); a spec named with --spec is served beside them",
     )
     parser.add_argument(
         "--index",
@@ -309,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     stdio.set_defaults(func=_stdio)
 
     serve = commands.add_parser("serve", help="the Lambda handler behind real HTTP on localhost: http://HOST:PORT/mcp")
-    add_server_flags(serve, gateway=False)
+    add_server_flags(serve)
     serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     serve.add_argument("--auth-mode", choices=AUTH_MODES, help="env PMCP_AUTH_MODE (default passthrough)")

@@ -46,6 +46,9 @@ class Settings:
     # The gateway: the mcpServers JSON whose servers' tools are the catalog, and the tool store's file.
     servers_path: Path | None = None
     index_path: Path | None = None  # None: under the user's cache directory, one per servers file
+    # Whether the spec was named (PMCP_SPEC, --spec) rather than the default: with servers, only a named spec
+    # joins them in the catalog.
+    spec_chosen: bool = False
     upstream_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     max_result_tokens: int = DEFAULT_MAX_RESULT_TOKENS
@@ -124,6 +127,7 @@ class Settings:
             values["conformance_fixtures"] = env["PMCP_CONFORMANCE_FIXTURES"].strip().lower() in ("1", "true", "yes")
         values["semantic"] = semantic_enabled(env)  # raises ConfigError for a wrong value or `on` without the extra
         values.update({k: v for k, v in overrides.items() if v is not None})
+        values.setdefault("spec_chosen", "spec_path" in values)
         for name in ("spec_path", "vocabulary_path", "servers_path", "index_path"):
             if isinstance(values.get(name), str):
                 values[name] = Path(values[name])

@@ -1,26 +1,30 @@
 """The gateway against real MCP servers: the toy server (tests/fixtures/servers/toy_server.py, mcp SDK), this
 project's own stdio server as a child, and the reference memory server from npm, driven through the real
-connection pool and, end to end, by the mcp SDK client over stdio."""
+connection pool and, end to end, by the mcp SDK client over stdio and over HTTP."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
+import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from progressive_mcp.gateway.config import ServersFileError, load_servers, parse_servers
 from progressive_mcp.gateway.documents import MAX_TOOL_NAME, public_names, tool_hash
 from progressive_mcp.gateway.gateway import Gateway
-from progressive_mcp.gateway.store import default_index_path
+from progressive_mcp.gateway.store import SqliteToolStore, default_index_path
 from progressive_mcp.settings import Settings
 from progressive_mcp.surfaces.surface import CallContext, GatewaySurfaces
 
@@ -462,3 +466,138 @@ def test_one_stdio_endpoint_in_front_of_three_kinds_of_server(toy_files: tuple[P
     assert seen["created"] is False and "Ada" in seen["graph"]
     assert seen["added"] == {"tool": "toy.add", "data": {"sum": 3}}
     assert seen["schema"]["required"] == ["symbol"]
+
+
+@pytest.mark.skipif(shutil.which("npx") is None, reason="npx (Node) is not installed")
+def test_one_http_endpoint_serves_a_spec_beside_three_kinds_of_server(
+    toy_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """`progressive-mcp serve --servers FILE --spec SPEC`, the Lambda handler behind real HTTP, with the SDK client
+    over Streamable HTTP in both protocol eras: the spec's tools (answered by the offline sample upstream) and the
+    servers' tools in one catalog, one search and one TOOL_CALL."""
+    servers, _tools_file = toy_files
+    data = json.loads(servers.read_text())
+    data["mcpServers"]["memory"] = {
+        "command": "npx",
+        "args": ["-y", MEMORY_PACKAGE],
+        "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")},
+        "description": "A knowledge graph that remembers entities and facts about them.",
+        "timeout_s": 120,
+    }
+    data["mcpServers"]["own"] = {
+        "command": sys.executable,
+        "args": ["-m", "progressive_mcp", "stdio", "--mode", "direct", "--categories", "intelligence"],
+        "description": "This project's own stdio server, market intelligence only.",
+    }
+    servers.write_text(json.dumps(data))
+    command = [
+        sys.executable, "-m", "progressive_mcp", "serve", "--port", "0", "--sample-upstream",
+        "--spec", str(ROOT / "spec" / "alphavantage.yaml"), "--categories", "stocks,toy,other,memory,own",
+        "--servers", str(servers), "--index", str(tmp_path / "http.sqlite3"),
+    ]  # fmt: skip
+    log = (tmp_path / "serve.log").open("w+")
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+
+    async def session(url: str, protocol: str) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        async with (
+            httpx2.AsyncClient(headers={"X-API-Key": "demo"}, timeout=180) as http,
+            Client(streamable_http_client(url, http_client=http), mode=protocol) as client,
+        ):
+            seen["tools"] = [t.name for t in (await client.list_tools()).tools]
+            toc = await client.call_tool("TOOL_LIST", {})
+            seen["groups"] = [g["name"] for g in toc.structured_content["categories"]]
+            found = await client.call_tool("TOOL_SEARCH", {"query": "latest stock quote"})
+            seen["found"] = [h["name"] for h in found.structured_content["results"]]
+            found = await client.call_tool("TOOL_SEARCH", {"query": "remember a person in the knowledge graph"})
+            seen["found_memory"] = [h["name"] for h in found.structured_content["results"]]
+            quote = await client.call_tool("TOOL_CALL", {"tool_name": "GLOBAL_QUOTE", "arguments": {"symbol": "IBM"}})
+            seen["quote"] = (quote.is_error, quote.structured_content)
+            created = await client.call_tool(
+                "TOOL_CALL",
+                {
+                    "tool_name": "memory.create_entities",
+                    "arguments": {
+                        "entities": [{"name": f"Ada-{protocol}", "entityType": "person", "observations": []}]
+                    },
+                },
+            )
+            seen["created"] = created.is_error
+            graph = await client.call_tool("TOOL_CALL", {"tool_name": "memory.read_graph", "arguments": {}})
+            seen["graph"] = graph.content[0].text
+            added = await client.call_tool("TOOL_CALL", {"tool_name": "toy.add", "arguments": {"a": 1, "b": 2}})
+            seen["added"] = added.structured_content
+            if protocol != "legacy":  # the last session: the toy server then backs off for a second
+                crashed = await client.call_tool("TOOL_CALL", {"tool_name": "toy.crash", "arguments": {}})
+                seen["crashed"] = (crashed.is_error, crashed.content[0].text)
+            pong = await client.call_tool("TOOL_CALL", {"tool_name": "other.ping", "arguments": {"n": 1}})
+            seen["pong"] = pong.is_error
+        return seen
+
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:\d+/mcp", banner)
+        assert match, banner + (tmp_path / "serve.log").read_text()
+        results = {protocol: anyio.run(session, match.group(0), protocol) for protocol in ("legacy", "2026-07-28")}
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+    for protocol, seen in results.items():
+        assert seen["tools"] == ["TOOL_LIST", "TOOL_SEARCH", "TOOL_GET", "TOOL_CALL"], protocol
+        assert seen["groups"] == ["stocks", "toy", "other", "memory", "own"], protocol
+        assert seen["found"][0] == "GLOBAL_QUOTE", protocol
+        assert any(name.startswith("memory.") for name in seen["found_memory"][:3]), protocol
+        quote_error, quote = seen["quote"]
+        assert quote_error is False and quote["tool"] == "GLOBAL_QUOTE", protocol
+        assert seen["created"] is False and f"Ada-{protocol}" in seen["graph"], protocol
+        assert seen["added"] == {"tool": "toy.add", "data": {"sum": 3}}, protocol
+        assert seen["pong"] is False, protocol  # after the crash in the last session: it cost only toy's tools
+    crash_error, crash_text = results["2026-07-28"]["crashed"]
+    assert crash_error is True and "MCP server 'toy' is unavailable" in crash_text
+    assert SECRET not in (tmp_path / "serve.log").read_text()
+
+
+def test_a_spec_sits_beside_the_servers_in_one_catalog(gateway: Gateway, toy_files: tuple[Path, Path]) -> None:
+    servers, _ = toy_files
+    gateway.sync()
+    settings = Settings.from_env({}, servers_path=servers, spec_path=ROOT / "spec" / "alphavantage.yaml")
+    beside = Gateway.from_settings(settings, store=gateway.store)
+    try:
+        catalog = beside.catalog
+        assert catalog.api.title == "Alpha Vantage"
+        assert list(catalog.categories)[-2:] == ["toy", "other"] and "stocks" in catalog.categories
+        assert "GLOBAL_QUOTE" in catalog and "toy.add" in catalog
+        assert catalog.get("GLOBAL_QUOTE").server is None and catalog.get("toy.add").server == "toy"
+    finally:
+        beside.close()
+    # Without --spec / PMCP_SPEC, the default spec stays out: the servers alone are the catalog.
+    alone = Gateway.from_settings(Settings.from_env({}, servers_path=servers), store=gateway.store)
+    assert "GLOBAL_QUOTE" not in alone.catalog and "toy.add" in alone.catalog
+
+
+def test_a_server_named_like_a_spec_category_is_refused(tmp_path: Path) -> None:
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"stocks": {"command": "true"}}}))
+    settings = Settings.from_env({}, servers_path=servers, spec_path=ROOT / "spec" / "alphavantage.yaml")
+    with pytest.raises(ServersFileError, match="server 'stocks' has the name of a category of Alpha Vantage"):
+        Gateway.from_settings(settings, store=SqliteToolStore(":memory:"))
+
+
+def test_a_reader_reloads_when_another_process_syncs_the_store(
+    gateway: Gateway, toy_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The Lambda's serving function only reads the store; the scheduled sync writes it. The reader looks at the
+    store's generation every `poll_s` and reloads when it moved."""
+    servers, tools_file = toy_files
+    reader = Gateway(load_servers(servers), SqliteToolStore(tmp_path / "index.sqlite3"), poll_s=0)
+    assert len(reader.catalog) == 0
+    gateway.sync()
+    assert "toy.add" in reader.catalog
+    version = reader.catalog.version
+    write_tools(tools_file, [*TOY_TOOLS, toy_tool("added", "A new tool.")])
+    gateway.pool.close()
+    gateway.sync(["toy"])
+    assert "toy.added" in reader.catalog and reader.catalog.version != version
+    reader.close()

@@ -52,9 +52,10 @@ class ServerUnavailable(ToolError):
         self.server = server
         self.reason = reason
         self.retry_after_s = retry_after_s
+        when = "on the next call" if not retry_after_s else f"on a call made after {max(retry_after_s, 0.1):.1f} s"
         super().__init__(
             f"MCP server {server!r} is unavailable: {reason}. Tools of other servers still work; this one's will be "
-            "tried again on the next call."
+            f"tried again {when}."
         )
 
     def details(self) -> dict[str, Any]:
@@ -213,17 +214,15 @@ class ServerPool:
             if exc.code != CONNECTION_CLOSED:  # the server answered, with an error: it stays up
                 raise ServerRefused(server.name, self._mask(" ".join(str(exc.message).split())[:300])) from None
             reason = "it closed the connection (the process exited or crashed)"
-            raise ServerUnavailable(server.name, await self._failed(server, reason)) from None
+            raise await self._failed(server, reason) from None
         except ValidationError:
             raise ServerRefused(server.name, "its answer is not a valid MCP result") from None
         except TimeoutError:
-            raise ServerUnavailable(
-                server.name, await self._failed(server, f"no answer within {timeout_s:g} s")
-            ) from None
+            raise await self._failed(server, f"no answer within {timeout_s:g} s") from None
         except _StartFailed as exc:
-            raise ServerUnavailable(server.name, await self._failed(server, str(exc))) from None
+            raise await self._failed(server, str(exc)) from None
         except Exception as exc:
-            raise ServerUnavailable(server.name, await self._failed(server, self._describe(server, exc))) from None
+            raise await self._failed(server, self._describe(server, exc)) from None
         self._backoff.pop(server.name, None)
         return result
 
@@ -286,7 +285,7 @@ class ServerPool:
                 started.set()
                 if self._connections.get(server.name) is not None and self._connections[server.name].done is done:
                     del self._connections[server.name]
-                    logger.info("MCP server stopped", extra={"server": server.name})
+                    logger.info("MCP server %s stopped", server.name, extra={"server": server.name})
 
         self._group.start_soon(run)
         await started.wait()
@@ -295,7 +294,7 @@ class ServerPool:
             stderr.close()
             reason = self._describe(server, failure[0]) if failure else "it exited during start-up"
             raise _StartFailed(self._mask(_with_stderr(reason, tail)))
-        logger.info("MCP server started", extra={"server": server.name})
+        logger.info("MCP server %s started", server.name, extra={"server": server.name})
         return _Connection(client=client, stop=stop, done=done, stderr=stderr)
 
     async def _hold(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
@@ -314,7 +313,7 @@ class ServerPool:
 
     def _notifier(self, server: str) -> Callable[[], None]:
         def changed() -> None:
-            logger.info("MCP server's tools changed", extra={"server": server})
+            logger.info("MCP server %s says its tools changed", server, extra={"server": server})
             if self.on_tools_changed is not None:
                 try:
                     self.on_tools_changed(server)
@@ -325,9 +324,9 @@ class ServerPool:
 
         return changed
 
-    async def _failed(self, server: ServerConfig, reason: str) -> str:
+    async def _failed(self, server: ServerConfig, reason: str) -> ServerUnavailable:
         """After a failure: stop the server (a hung or dead one is started afresh), back off, and say why it
-        failed (with the last line of its stderr, when it wrote one)."""
+        failed (with the last line of its stderr, when it wrote one) and when it will be tried again."""
         connection = self._connections.pop(server.name, None)
         if connection is not None:
             connection.stop.set()
@@ -339,8 +338,8 @@ class ServerPool:
         failures = previous.failures + 1
         wait = min(BACKOFF_FIRST_S * 2 ** (failures - 1), BACKOFF_MAX_S)
         self._backoff[server.name] = _Backoff(failures, self._clock() + wait, reason)
-        logger.warning("MCP server unavailable: %s", reason, extra={"server": server.name})
-        return reason
+        logger.warning("MCP server %s unavailable: %s", server.name, reason, extra={"server": server.name})
+        return ServerUnavailable(server.name, reason, retry_after_s=wait)
 
     def _describe(self, server: ServerConfig, exc: BaseException) -> str:
         """Why a request failed, in words, with the server's secrets masked."""

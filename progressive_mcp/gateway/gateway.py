@@ -22,9 +22,10 @@ from typing import Any
 from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.gateway.config import GatewayConfig, load_servers
 from progressive_mcp.gateway.connections import ServerPool
-from progressive_mcp.gateway.store import SqliteToolStore, ToolStore, default_index_path
+from progressive_mcp.gateway.store import SqliteToolStore, StoredTool, ToolStore, default_index_path
 from progressive_mcp.gateway.sync import SyncReport, due, sync_servers
 from progressive_mcp.gateway.tools import gateway_catalog
+from progressive_mcp.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -41,27 +42,95 @@ class Gateway:
         *,
         pool: ServerPool | None = None,
         clock: Callable[[], float] = time.time,
+        base: Catalog | None = None,
+        poll_s: float | None = None,
     ) -> None:
+        """`base`: a spec's catalog served beside the servers' tools (see `gateway_catalog`). `poll_s`: how often to
+        look whether another process (a scheduled sync) changed the store, and reload it if so (None: never)."""
         self.config = config
         self.store = store
+        self.base = base
+        self.poll_s = poll_s
+        self._next_poll = time.monotonic() + (poll_s or 0)
+        self._poll_lock = threading.Lock()
         self.pool = pool if pool is not None else ServerPool(config, on_tools_changed=self.tools_changed)
         self._clock = clock
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()
         self._pending: set[str] = set()
         self._listeners: list[Callable[[Catalog], None]] = []
-        self._catalog, self.withheld = gateway_catalog(config, store.tools())
+        self._generation, stored = self._read_store()
+        self._catalog, self.withheld = gateway_catalog(config, stored, base=base)
         self.last_report: SyncReport | None = None
 
     @classmethod
-    def open(cls, servers_file: str | Path, index: str | Path | None = None) -> Gateway:
-        """The gateway of a servers file, with its store (default: under the user's cache directory)."""
+    def open(
+        cls,
+        servers_file: str | Path,
+        index: str | Path | None = None,
+        *,
+        store: ToolStore | None = None,
+        base: Catalog | None = None,
+        poll_s: float | None = None,
+    ) -> Gateway:
+        """The gateway of a servers file, with its store: `store`, or else a SQLite file at `index` (default:
+        under the user's cache directory)."""
         config = load_servers(servers_file)
-        return cls(config, SqliteToolStore(index or default_index_path(servers_file)))
+        if store is None:
+            store = SqliteToolStore(index or default_index_path(servers_file))
+        return cls(config, store, base=base, poll_s=poll_s)
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, *, store: ToolStore | None = None, poll_s: float | None = None
+    ) -> Gateway:
+        """The gateway `settings.servers_path` configures, with the named spec's catalog beside it if one was named
+        (`settings.spec_chosen`); `store` replaces the SQLite store at `settings.index_path`."""
+        assert settings.servers_path is not None
+        base = None
+        if settings.spec_chosen:
+            from progressive_mcp.sources import load_catalog
+
+            base = load_catalog(
+                settings.spec_path,
+                include=settings.include,
+                exclude=settings.exclude,
+                vocabulary=settings.vocabulary_path,
+            )
+        return cls.open(settings.servers_path, settings.index_path, store=store, base=base, poll_s=poll_s)
 
     @property
     def catalog(self) -> Catalog:
+        if self.poll_s is not None and time.monotonic() >= self._next_poll:
+            self._poll()
         return self._catalog
+
+    def _read_store(self) -> tuple[int, list[StoredTool]]:
+        """The store's generation and documents; a store that cannot be read counts as empty, generation -1, so
+        the next poll tries again (the servers' tools are missing meanwhile, the spec's are served)."""
+        try:
+            generation = self.store.generation()  # first: a write after it moves it again
+            return generation, self.store.tools()
+        except Exception as exc:
+            logger.warning("the tool store cannot be read", extra={"error": type(exc).__name__})
+            return -1, []
+
+    def _poll(self) -> None:
+        if not self._poll_lock.acquire(blocking=False):
+            return  # another request is looking; this one answers from the catalog as it is
+        try:
+            if time.monotonic() < self._next_poll:
+                return
+            self._next_poll = time.monotonic() + (self.poll_s or 0)
+            try:
+                generation = self.store.generation()
+            except Exception as exc:
+                logger.warning("the tool store cannot be read", extra={"error": type(exc).__name__})
+                return
+            if generation != self._generation:
+                self.refresh()
+        finally:
+            self._poll_lock.release()
 
     def on_change(self, listener: Callable[[Catalog], None]) -> None:
         """Call `listener(catalog)` whenever a sync changes the catalog."""
@@ -90,15 +159,18 @@ class Gateway:
                 self.refresh()
         for server in report.servers:
             if server.error:
-                logger.warning("sync failed: %s", server.error, extra={"server": server.server})
+                logger.warning("sync of %s failed: %s", server.server, server.error, extra={"server": server.server})
             elif server.diff.changed:
-                logger.info("synced", extra={"server": server.server, **{k: len(v) for k, v in _parts(server)}})
+                counts = {k: len(v) for k, v in _parts(server)}
+                logger.info("synced %s: %s", server.server, counts, extra={"server": server.server, **counts})
         return report
 
     def refresh(self) -> bool:
         """Rebuild the catalog from the store; True (and listeners told) if its version or withheld tools changed."""
-        catalog, withheld = gateway_catalog(self.config, self.store.tools())
+        generation, stored = self._read_store()
+        catalog, withheld = gateway_catalog(self.config, stored, base=self.base)
         with self._lock:
+            self._generation = generation
             if catalog.version == self._catalog.version and withheld == self.withheld:
                 return False
             self._catalog, self.withheld = catalog, withheld

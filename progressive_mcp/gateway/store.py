@@ -80,6 +80,11 @@ class ToolStore(Protocol):
         """Accept a tool's current definition as pinned; None if no such tool is stored."""
         ...
 
+    def generation(self) -> int:
+        """A number that moves whenever the stored documents or pins change (a cheap read: other processes that
+        serve from the same store poll it to know when to reload)."""
+        ...
+
 
 def default_index_path(servers_file: str | Path, environ: dict[str, str] | None = None) -> Path:
     """The store of a servers file: `$XDG_CACHE_HOME/progressive-mcp/` (else `~/.cache/progressive-mcp/`), one
@@ -115,7 +120,8 @@ class SqliteToolStore:
                 """
             )
             self._db.execute(
-                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?), ('seq', '0')", (str(SCHEMA_VERSION),)
+                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?), ('seq', '0'), ('generation', '0')",
+                (str(SCHEMA_VERSION),),
             )
 
     def close(self) -> None:
@@ -165,6 +171,7 @@ class SqliteToolStore:
                     )
                 db.executemany("DELETE FROM tools WHERE server = ? AND name = ?", [(server, n) for n in deleted])
                 db.execute("INSERT OR REPLACE INTO servers VALUES (?, ?, ?)", (server, synced_at, fingerprint))
+                _bump(db)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -176,13 +183,25 @@ class SqliteToolStore:
             self._db.execute("BEGIN IMMEDIATE")
             gone = self._db.execute("DELETE FROM tools WHERE server = ?", (server,)).rowcount
             self._db.execute("DELETE FROM servers WHERE server = ?", (server,))
+            _bump(self._db)
             self._db.execute("COMMIT")
         return int(gone)
 
     def approve(self, public_name: str) -> StoredTool | None:
         with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
             self._db.execute("UPDATE tools SET pinned_hash = hash WHERE public_name = ?", (public_name,))
+            _bump(self._db)
+            self._db.execute("COMMIT")
         return next((t for t in self.tools() if t.document.public_name == public_name), None)
+
+    def generation(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+
+
+def _bump(db: sqlite3.Connection) -> None:
+    db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
 
 
 def _json(doc: ToolDocument) -> str:

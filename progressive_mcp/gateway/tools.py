@@ -4,9 +4,11 @@ Each server is a category (described by its `description`), and each of the serv
 servers file's `categories`: name → tool-name globs) a category `SERVER/NAME` under it. A tool keeps its input
 schema, output schema, title and annotations as the server lists them. A tool of a pinned server whose
 definition changed since it was pinned is withheld (left out, and listed as withheld) until it is approved.
-Example::
+A spec's catalog (`base`) may sit beside the servers: its tools and categories come first, and its API (title,
+auth, base URL) is the catalog's, so its tools are called upstream as without a gateway. Example::
 
     catalog, withheld = gateway_catalog(config, store.tools())
+    catalog, withheld = gateway_catalog(config, store.tools(), base=load_catalog("spec/alphavantage.yaml"))
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from progressive_mcp.catalog import ANNOTATION_NAMES, Api, Catalog, CatalogTool, Param, _freeze
-from progressive_mcp.gateway.config import GatewayConfig, ServerConfig
+from progressive_mcp.gateway.config import GatewayConfig, ServerConfig, ServersFileError
 from progressive_mcp.gateway.store import StoredTool
 
 GATEWAY_API = Api(
@@ -29,8 +31,13 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 _JSON_TYPES = ("string", "integer", "number", "boolean", "array", "object")
 
 
-def gateway_catalog(config: GatewayConfig, stored: Iterable[StoredTool]) -> tuple[Catalog, list[dict[str, str]]]:
-    """The catalog of the enabled servers' stored tools, and the tools withheld (name, server, reason)."""
+def gateway_catalog(
+    config: GatewayConfig, stored: Iterable[StoredTool], *, base: Catalog | None = None
+) -> tuple[Catalog, list[dict[str, str]]]:
+    """The catalog of the enabled servers' stored tools (after `base`'s, if given), and the tools withheld
+    (name, server, reason)."""
+    if base is not None:
+        check_beside(config, base)
     by_server: dict[str, list[StoredTool]] = {}
     for item in stored:
         by_server.setdefault(item.document.server, []).append(item)
@@ -56,7 +63,27 @@ def gateway_catalog(config: GatewayConfig, stored: Iterable[StoredTool]) -> tupl
     used = {t.category for t in tools}
     # A server's own categories are listed only when some tool is in them; the server itself always is.
     categories = {k: v for k, v in categories.items() if "/" not in k or k in used}
-    return Catalog.build(GATEWAY_API, categories, tuple(tools)), withheld
+    if base is None:
+        return Catalog.build(GATEWAY_API, categories, tuple(tools)), withheld
+    merged = Catalog.build(
+        base.api, {**base.categories, **categories}, (*base.tools, *tools), vocabulary=base.vocabulary
+    )
+    return merged, withheld
+
+
+def check_beside(config: GatewayConfig, base: Catalog) -> None:
+    """Refuse a servers file whose server names would be confused with the spec's categories or tools."""
+    folded = {c.casefold() for c in base.categories}
+    clashes = [s.name for s in config.servers if s.name.casefold() in folded]
+    if clashes:
+        raise ServersFileError(
+            config.source,
+            [
+                f"server {name!r} has the name of a category of {base.api.title}: rename the server so TOOL_LIST "
+                "can tell them apart"
+                for name in clashes
+            ],
+        )
 
 
 def catalog_tool(server: ServerConfig, item: StoredTool) -> CatalogTool:

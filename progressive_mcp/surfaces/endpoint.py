@@ -34,7 +34,7 @@ import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl
 
 from mcp_types import methods
@@ -57,7 +57,11 @@ from progressive_mcp.calls.upstream import UpstreamTransport
 from progressive_mcp.errors import ConfigError, UnknownTool
 from progressive_mcp.redaction import key_problem, redact
 from progressive_mcp.settings import MODES, Mode, Settings, split_list
-from progressive_mcp.surfaces.surface import CallContext, CallRecord, Surface
+from progressive_mcp.surfaces.surface import CallContext, CallRecord, GatewaySurfaces, Surface
+
+if TYPE_CHECKING:
+    from progressive_mcp.gateway.gateway import Gateway
+    from progressive_mcp.gateway.store import ToolStore
 
 _T = TypeVar("_T")
 
@@ -221,9 +225,15 @@ class Endpoint:
         path: str = "/mcp",
         server_key: Callable[[], str | None] | None = None,
         endpoint_tokens: Callable[[], Sequence[str]] | None = None,
+        current: Callable[[], Surface] | None = None,
+        gateway: Gateway | None = None,
     ) -> None:
-        """`server_key` and `endpoint_tokens` supply secrets in server-key mode (default: from settings)."""
-        self.surface = surface
+        """`server_key` and `endpoint_tokens` supply secrets in server-key mode (default: from settings).
+        `current` returns the surface to answer from when it can change (a gateway's, after a sync); `gateway`
+        is closed with the endpoint."""
+        self._default = surface
+        self._current = current
+        self.gateway = gateway
         self.settings = settings
         self.path = "/" + path.strip("/")
         self.auth_mode = settings.auth_mode
@@ -238,8 +248,8 @@ class Endpoint:
         self._surfaces: OrderedDict[tuple[Mode, frozenset[str] | None], Surface] = OrderedDict(
             {(surface.mode, surface.categories): surface}
         )
-        # (mode, categories, method, version) → result JSON, for results that depend on nothing else.
-        self._results: dict[tuple[str, frozenset[str] | None, str, str], str] = {}
+        # (mode, categories, method, version, catalog version) → result JSON, for results that depend on nothing else.
+        self._results: dict[tuple[str, frozenset[str] | None, str, str, str], str] = {}
         self._lock = threading.Lock()
         api = surface.catalog.api
         self.server_info = {"name": SERVER_NAME, "version": __version__, "title": f"{api.title} (progressive-mcp)"}
@@ -252,6 +262,33 @@ class Endpoint:
             f"({api.auth.env if api.auth else 'the key'} or the deployment's secret)."
         )
 
+    @property
+    def surface(self) -> Surface:
+        """The default surface: a gateway's changes when a sync changes its catalog, and then the variants and
+        serialized results of the old one are dropped."""
+        if self._current is None:
+            return self._default
+        surface = self._current()
+        if surface is not self._default:
+            with self._lock:
+                if surface is not self._default:
+                    self._default = surface
+                    self._surfaces = OrderedDict({(surface.mode, surface.categories): surface})
+                    self._results.clear()
+        return surface
+
+    @surface.setter
+    def surface(self, surface: Surface) -> None:
+        with self._lock:
+            self._default = surface
+            self._surfaces = OrderedDict({(surface.mode, surface.categories): surface})
+            self._results.clear()
+
+    def close(self) -> None:
+        """Stop what the endpoint started (a gateway's server connections)."""
+        if self.gateway is not None:
+            self.gateway.close()
+
     @classmethod
     def from_settings(
         cls,
@@ -263,13 +300,40 @@ class Endpoint:
         results: ResultStore | None = None,
         server_key: Callable[[], str | None] | None = None,
         endpoint_tokens: Callable[[], Sequence[str]] | None = None,
+        tool_store: ToolStore | None = None,
+        sync: bool = True,
+        poll_s: float | None = None,
     ) -> Endpoint:
-        """An endpoint as configured; the keyword arguments plug in AWS-backed pieces (see lambda_fn.aws)."""
-        surface = Surface.from_settings(settings, transport=transport, cache=cache, results=results)
+        """An endpoint as configured; the keyword arguments plug in AWS-backed pieces (see lambda_fn.aws).
+
+        With `settings.servers_path`, the catalog is a gateway's: its tools come from `tool_store` (default: the
+        SQLite file of `settings.index_path`); `sync` starts the gateway's syncs (servers never synced, and those
+        past their TTL), else the store is only read, and re-read when `poll_s` says (a scheduled sync writes it).
+        """
+        pieces: dict[str, Any] = {"transport": transport, "cache": cache, "results": results}
+        if settings.servers_path is None:
+            surface = Surface.from_settings(settings, **pieces)
+            current, gateway = None, None
+        else:
+            from progressive_mcp.gateway.gateway import Gateway
+
+            gateway = Gateway.from_settings(settings, store=tool_store, poll_s=poll_s)
+            if sync:
+                gateway.start()
+            current = GatewaySurfaces(gateway, settings, **pieces).current
+            surface = current()
         if settings.auth_mode == "server-key" and server_key is None:
             auth = surface.catalog.api.auth
             settings = settings.with_api_key_from(os.environ, auth.env if auth else None)
-        return cls(surface, settings, path=path, server_key=server_key, endpoint_tokens=endpoint_tokens)
+        return cls(
+            surface,
+            settings,
+            path=path,
+            server_key=server_key,
+            endpoint_tokens=endpoint_tokens,
+            current=current,
+            gateway=gateway,
+        )
 
     # --- HTTP layer -----------------------------------------------------------------------------
 
@@ -599,7 +663,7 @@ class Endpoint:
 
     def _cached(self, surface: Surface, method: str, version: str, build: Callable[[], dict[str, Any]]) -> str:
         """Results that depend only on the surface and version are serialized once, then reused."""
-        key = (surface.mode, surface.categories, method, version)
+        key = (surface.mode, surface.categories, method, version, surface.catalog.version)
         text = self._results.get(key)
         if text is None:
             text = _dumps(methods.serialize_server_result(method, version, build()))

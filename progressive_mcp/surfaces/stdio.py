@@ -109,13 +109,14 @@ def _run_gateway(settings: Settings) -> int:
     """Serve the tools of the servers file's servers: from the tool store at once, synced as the gateway says."""
     from progressive_mcp.gateway.gateway import Gateway
 
-    assert settings.servers_path is not None
-    gateway = Gateway.open(settings.servers_path, settings.index_path)
+    gateway = Gateway.from_settings(settings)
     try:
         gateway.start()
         surfaces = GatewaySurfaces(gateway, settings)
+        # The spec beside the servers (if one was named) is called with its key as without a gateway.
+        ctx = surfaces.current().default_context(settings) if gateway.base else CallContext(entitlement=LOCAL)
         with contextlib.suppress(KeyboardInterrupt):
-            anyio.run(serve, surfaces.current, CallContext(entitlement=LOCAL))
+            anyio.run(serve, surfaces.current, ctx)
     finally:
         gateway.close()
     return 0

@@ -166,8 +166,10 @@ class Surface:
         transport: UpstreamTransport | None = None,
         cache: ResponseCache | None = None,
         results: ResultStore | None = None,
+        gateway: Gateway | None = None,
     ) -> Surface:
-        """A surface as configured; `cache` replaces the in-memory cache that `settings.cache` asks for."""
+        """A surface as configured; `cache` replaces the in-memory cache that `settings.cache` asks for; `gateway`
+        serves the tools of `catalog` that come from MCP servers."""
         catalog = catalog or load_catalog(
             settings.spec_path, include=settings.include, exclude=settings.exclude, vocabulary=settings.vocabulary_path
         )
@@ -190,6 +192,7 @@ class Surface:
             results=results,
             script_limits=settings.script_limits,
             semantic=settings.semantic,
+            gateway=gateway,
         )
 
     def default_context(self, settings: Settings, environ: Mapping[str, str] | None = None) -> CallContext:
@@ -506,11 +509,21 @@ class Surface:
 
 class GatewaySurfaces:
     """The surface of a gateway's current catalog: rebuilt (and its version moved) when a sync changes the
-    catalog, so every request is answered from the tools as last synced."""
+    catalog, so every request is answered from the tools as last synced. `transport`, `cache` and `results` are
+    as for `Surface.from_settings` (they serve a spec's tools beside the servers', and offloaded results)."""
 
-    def __init__(self, gateway: Gateway, settings: Settings) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        settings: Settings,
+        *,
+        transport: UpstreamTransport | None = None,
+        cache: ResponseCache | None = None,
+        results: ResultStore | None = None,
+    ) -> None:
         self.gateway = gateway
         self.settings = settings
+        self._pieces: dict[str, Any] = {"transport": transport, "cache": cache, "results": results}
         self._surface: Surface | None = None
         self._lock = threading.Lock()
 
@@ -521,22 +534,13 @@ class GatewaySurfaces:
             return surface
         with self._lock:
             if self._surface is None or self._surface.catalog is not catalog:
-                settings = self.settings
                 # Categories are servers here: one that lists no tool now is left out rather than refused.
-                categories = frozenset(c for c in settings.categories or () if c in catalog.categories) or None
-                from progressive_mcp.gateway.tools import GATEWAY_API
-
-                upstream = UpstreamClient(GATEWAY_API, deadline_s=settings.deadline_s)
-                self._surface = Surface(
-                    catalog,
-                    mode=settings.mode,
-                    categories=categories,
-                    upstream=upstream,
-                    max_result_tokens=settings.max_result_tokens,
-                    script_limits=settings.script_limits,
-                    semantic=settings.semantic,
-                    gateway=self.gateway,
-                )
+                categories = frozenset(c for c in self.settings.categories or () if c in catalog.categories) or None
+                settings = replace(self.settings, categories=categories)
+                built = Surface.from_settings(settings, catalog=catalog, gateway=self.gateway, **self._pieces)
+                # The cache and the upstream's connections outlive one catalog.
+                self._pieces.update(transport=built.upstream.transport, cache=built.cache)
+                self._surface = built
             return self._surface
 
 
