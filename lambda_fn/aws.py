@@ -15,6 +15,9 @@ starts as fast as the core alone. Example::
 | `PMCP_UPSTREAM_KEY_SECRET` | none: `ALPHAVANTAGE_API_KEY` | server-key: secret (name or ARN) with the upstream key |
 | `PMCP_ENDPOINT_TOKENS_SECRET` | none: `PMCP_ENDPOINT_TOKENS` | server-key: secret (name or ARN) with bearer tokens |
 | `PMCP_SECRET_CACHE_S` | `300` | how long an instance keeps a secret value before reading it again |
+| `PMCP_INDEX_TABLE` | none: SQLite in /tmp, synced at cold start | the gateway's tool store (with `PMCP_SERVERS`) |
+| `PMCP_INDEX_POLL_S` | `60` | how often an instance looks whether the scheduled sync changed the tool store |
+| `PMCP_SERVERS_SECRET` | none | secret (name or ARN): a JSON object of the servers file's `${VAR}` values |
 
 Secret formats. The upstream key: the key as plain text, or JSON `{"api_key": "..."}`. The endpoint tokens: one
 token, several separated by commas or whitespace, a JSON list, or JSON `{"tokens": [...]}`; to rotate, add the new
@@ -33,6 +36,8 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from progressive_mcp.calls.cache import CachedAnswer, StoredResult
@@ -77,6 +82,11 @@ ENV_RESULT_URL_TTL_S = "PMCP_RESULT_URL_TTL_S"
 ENV_UPSTREAM_KEY_SECRET = "PMCP_UPSTREAM_KEY_SECRET"
 ENV_ENDPOINT_TOKENS_SECRET = "PMCP_ENDPOINT_TOKENS_SECRET"
 ENV_SECRET_CACHE_S = "PMCP_SECRET_CACHE_S"
+ENV_INDEX_TABLE = "PMCP_INDEX_TABLE"
+ENV_INDEX_POLL_S = "PMCP_INDEX_POLL_S"
+ENV_SERVERS_SECRET = "PMCP_SERVERS_SECRET"
+DEFAULT_INDEX_POLL_S = 60
+LAMBDA_INDEX = "/tmp/progressive-mcp/index.sqlite3"  # the only writable place on Lambda
 
 
 class CacheUnavailable(Exception):
@@ -385,10 +395,18 @@ def endpoint_from_environment(
         key_secret = tokens_secret = None
     if not settings.cache:
         table = None
-    if not (table or bucket or key_secret or tokens_secret):
+    index_table = _text(env, ENV_INDEX_TABLE) if settings.servers_path else None
+    servers_secret = _text(env, ENV_SERVERS_SECRET) if settings.servers_path else None
+    if settings.servers_path:
+        endpoint_options = {"servers_environ": env, **endpoint_options}  # the file's ${VAR}s read these variables
+        if not index_table and not settings.index_path and _text(env, "AWS_LAMBDA_FUNCTION_NAME"):
+            settings = replace(settings, index_path=Path(LAMBDA_INDEX))  # home is read-only on Lambda
+    if not (table or bucket or key_secret or tokens_secret or index_table or servers_secret):
         return Endpoint.from_settings(settings, **endpoint_options)
 
     session = session or _session(env)
+    if index_table or servers_secret:
+        endpoint_options = {**endpoint_options, **gateway_options(env, session, index_table, servers_secret)}
     cache = DynamoDBCache(table, client=_client(session, "dynamodb", fast_config())) if table else None
     results = S3ResultStore(bucket, session=session, url_ttl_s=url_ttl_s) if bucket else None
     secrets: SecretsProvider | None = None
@@ -408,6 +426,39 @@ def endpoint_from_environment(
         endpoint_tokens=endpoint_tokens,
         **endpoint_options,
     )
+
+
+def gateway_options(
+    env: Mapping[str, str], session: boto3.session.Session, index_table: str | None, servers_secret: str | None
+) -> dict[str, Any]:
+    """`Endpoint.from_settings` options of a gateway on AWS: the DynamoDB tool store, which the serving function
+    only reads (the scheduled sync function writes it) and re-reads when it changed; the servers file's `${VAR}`
+    values from a secret."""
+    options: dict[str, Any] = {}
+    if index_table:
+        from lambda_fn.toolstore import DynamoToolStore
+
+        options["tool_store"] = DynamoToolStore(index_table, client=_client(session, "dynamodb", fast_config()))
+        options["sync"] = False
+        options["poll_s"] = float(_int(env, ENV_INDEX_POLL_S, DEFAULT_INDEX_POLL_S, 0, 86400))  # 0: every request
+    if servers_secret:
+        options["servers_environ"] = servers_environ(env, servers_secret, session)
+    return options
+
+
+def servers_environ(env: Mapping[str, str], secret_id: str, session: boto3.session.Session) -> dict[str, str]:
+    """The environment a servers file's `${VAR}` references read: `env`, with the secret's JSON object of
+    variable → value over it. Raises ConfigError (naming the secret, never a value) for any other content."""
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+    text = SecretsProvider(boto3_client=_client(session, "secretsmanager", fast_config())).get(secret_id)
+    data = _json_or_none(str(text))
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise ConfigError(
+            f"the secret {secret_id} ({ENV_SERVERS_SECRET}) must hold a JSON object of variable name → string value, "
+            "the values of the servers file's ${VAR} references"
+        )
+    return {**env, **data}
 
 
 def _session(env: Mapping[str, str]) -> boto3.session.Session:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,17 +72,23 @@ class Gateway:
         store: ToolStore | None = None,
         base: Catalog | None = None,
         poll_s: float | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> Gateway:
         """The gateway of a servers file, with its store: `store`, or else a SQLite file at `index` (default:
-        under the user's cache directory)."""
-        config = load_servers(servers_file)
+        under the user's cache directory). `environ` gives the file's `${VAR}` values (default: os.environ)."""
+        config = load_servers(servers_file, environ)
         if store is None:
             store = SqliteToolStore(index or default_index_path(servers_file))
         return cls(config, store, base=base, poll_s=poll_s)
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, store: ToolStore | None = None, poll_s: float | None = None
+        cls,
+        settings: Settings,
+        *,
+        store: ToolStore | None = None,
+        poll_s: float | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> Gateway:
         """The gateway `settings.servers_path` configures, with the named spec's catalog beside it if one was named
         (`settings.spec_chosen`); `store` replaces the SQLite store at `settings.index_path`."""
@@ -97,7 +103,9 @@ class Gateway:
                 exclude=settings.exclude,
                 vocabulary=settings.vocabulary_path,
             )
-        return cls.open(settings.servers_path, settings.index_path, store=store, base=base, poll_s=poll_s)
+        return cls.open(
+            settings.servers_path, settings.index_path, store=store, base=base, poll_s=poll_s, environ=environ
+        )
 
     @property
     def catalog(self) -> Catalog:
@@ -161,7 +169,8 @@ class Gateway:
             if server.error:
                 logger.warning("sync of %s failed: %s", server.server, server.error, extra={"server": server.server})
             elif server.diff.changed:
-                counts = {k: len(v) for k, v in _parts(server)}
+                # "tools_created": `created` is a LogRecord attribute, which `extra` may not overwrite
+                counts = {f"tools_{k}": len(v) for k, v in _parts(server)}
                 logger.info("synced %s: %s", server.server, counts, extra={"server": server.server, **counts})
         return report
 

@@ -176,9 +176,11 @@ def sync_servers(
     *,
     only: Iterable[str] | None = None,
     clock: Callable[[], float] = time.time,
+    prune: bool | None = None,
 ) -> SyncReport:
     """Sync the enabled servers (or `only` these), and drop the stored documents of servers no longer
-    configured or enabled. Servers are read in parallel (each start-up is mostly waiting), written one by one."""
+    configured or enabled (`prune`; by default only when all servers are synced). Servers are read in parallel
+    (each start-up is mostly waiting), written one by one."""
     started = time.perf_counter()
     wanted = set(only) if only is not None else None
     chosen = [s for s in config.enabled if wanted is None or s.name in wanted]
@@ -188,7 +190,7 @@ def sync_servers(
         sync_server(server, store, list_tools, clock=clock, listed=listed)
         for server, listed in zip(chosen, listings, strict=True)
     ]
-    if wanted is None:
+    if prune if prune is not None else wanted is None:
         enabled = {s.name for s in config.enabled}
         for state in store.servers():
             if state.server not in enabled:

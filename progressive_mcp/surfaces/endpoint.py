@@ -303,12 +303,14 @@ class Endpoint:
         tool_store: ToolStore | None = None,
         sync: bool = True,
         poll_s: float | None = None,
+        servers_environ: Mapping[str, str] | None = None,
     ) -> Endpoint:
         """An endpoint as configured; the keyword arguments plug in AWS-backed pieces (see lambda_fn.aws).
 
         With `settings.servers_path`, the catalog is a gateway's: its tools come from `tool_store` (default: the
         SQLite file of `settings.index_path`); `sync` starts the gateway's syncs (servers never synced, and those
         past their TTL), else the store is only read, and re-read when `poll_s` says (a scheduled sync writes it).
+        `servers_environ` gives the servers file's `${VAR}` values (default: os.environ).
         """
         pieces: dict[str, Any] = {"transport": transport, "cache": cache, "results": results}
         if settings.servers_path is None:
@@ -317,7 +319,7 @@ class Endpoint:
         else:
             from progressive_mcp.gateway.gateway import Gateway
 
-            gateway = Gateway.from_settings(settings, store=tool_store, poll_s=poll_s)
+            gateway = Gateway.from_settings(settings, store=tool_store, poll_s=poll_s, environ=servers_environ)
             if sync:
                 gateway.start()
             current = GatewaySurfaces(gateway, settings, **pieces).current

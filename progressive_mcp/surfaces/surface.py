@@ -170,9 +170,13 @@ class Surface:
     ) -> Surface:
         """A surface as configured; `cache` replaces the in-memory cache that `settings.cache` asks for; `gateway`
         serves the tools of `catalog` that come from MCP servers."""
-        catalog = catalog or load_catalog(
-            settings.spec_path, include=settings.include, exclude=settings.exclude, vocabulary=settings.vocabulary_path
-        )
+        if catalog is None:  # not `or`: an empty catalog (a gateway before its first sync) is falsy
+            catalog = load_catalog(
+                settings.spec_path,
+                include=settings.include,
+                exclude=settings.exclude,
+                vocabulary=settings.vocabulary_path,
+            )
         upstream = UpstreamClient(
             catalog.api,
             base_url=settings.upstream_url,
