@@ -90,6 +90,11 @@ class StackConfig:
     result_url_ttl_s: int = 900  # lifetime of the presigned URL that points at an offloaded result
     secret_cache_s: int = 300  # how long an instance keeps a secret value before reading it again
     upstream_key_secret_arn: str | None = None  # an existing secret with the upstream key (default: create one)
+    # The gateway: an mcpServers JSON file (relative to the repository root) whose servers' tools the endpoint
+    # serves (beside the spec's); a scheduled function syncs them into a DynamoDB tool store every sync_minutes.
+    servers: str | None = None
+    servers_secret_arn: str | None = None  # an existing secret: JSON object of the servers file's ${VAR} values
+    sync_minutes: int = 15
     # Alarms.
     alarm_email: str | None = None  # subscribe this address to every alarm (default: alarms without actions)
     upstream_error_rate_threshold: float = 0.25  # share of upstream calls failing in 5 minutes that alarms
@@ -166,6 +171,14 @@ class StackConfig:
                 raise ValueError(
                     f"upstream_key_secret_arn is not a Secrets Manager ARN: {self.upstream_key_secret_arn!r}"
                 )
+        _between("sync_minutes", self.sync_minutes, 1, 1440)
+        if self.servers is not None and Path(self.servers).suffix != ".json":
+            raise ValueError(f"servers must be an mcpServers .json file, not {self.servers!r}")
+        if self.servers_secret_arn is not None:
+            if self.servers is None:
+                raise ValueError("servers_secret_arn is only used with servers (an mcpServers file)")
+            if not SECRET_ARN.match(self.servers_secret_arn):
+                raise ValueError(f"servers_secret_arn is not a Secrets Manager ARN: {self.servers_secret_arn!r}")
         if self.alarm_email is not None and not EMAIL.match(self.alarm_email):
             raise ValueError(f"alarm_email is not an email address: {self.alarm_email!r}")
         for origin in self.allowed_origins:

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -58,6 +61,8 @@ from infra.config import CODE_MODE_MEMORY_MB, StackConfig
 SERVICE = "progressive-mcp"
 METRICS_NAMESPACE = "ProgressiveMCP"  # the handler's EMF namespace (lambda_fn.handler.NAMESPACE)
 HANDLER = "lambda_fn.handler.handler"
+SYNC_HANDLER = "lambda_fn.sync.handler"
+SERVERS_PATH = "/opt/progressive-mcp/servers.json"  # where the servers layer puts the file
 MCP_PATH = "/mcp"
 # The secret starts with this value; the operator replaces it. The function treats a value starting with
 # REPLACE_ME as unset (lambda_fn.aws.SECRET_PLACEHOLDER). Never change the string: CloudFormation would then
@@ -173,6 +178,8 @@ class ProgressiveMcpStack(Stack):
         else:
             self.function.add_environment("PMCP_CACHE", "off")
         self._results_bucket()
+        if config.servers:
+            self._gateway()
         self._alarms()
         CfnOutput(self, "EndpointUrl", value=self.endpoint_url, description="The MCP endpoint (Streamable HTTP)")
 
@@ -193,6 +200,17 @@ class ProgressiveMcpStack(Stack):
         self.function_log_group.grant_write(self.role)
 
         inputs = self.asset_inputs
+        self.code = lambda_.Code.from_asset(
+            # The asset is built from the whole repository by the bundler and identified by a hash of exactly
+            # its inputs; this small directory only satisfies from_asset and is never fingerprinted.
+            str(inputs.root / "lambda_fn"),
+            asset_hash=inputs.fingerprint(),
+            asset_hash_type=AssetHashType.CUSTOM,
+            bundling=BundlingOptions(
+                image=DockerImage.from_registry("local-bundling-only"),  # never pulled: local bundling succeeds
+                local=local_bundler(inputs),
+            ),
+        )
         environment = {
             "PMCP_SPEC": f"{TASK_ROOT}/spec/{inputs.spec_json_name}",
             "PMCP_MODE": config.mode,
@@ -224,17 +242,7 @@ class ProgressiveMcpStack(Stack):
             runtime=RUNTIMES[config.python_runtime],
             architecture=lambda_.Architecture.ARM_64,
             handler=HANDLER,
-            code=lambda_.Code.from_asset(
-                # The asset is built from the whole repository by the bundler and identified by a hash of exactly
-                # its inputs; this small directory only satisfies from_asset and is never fingerprinted.
-                str(inputs.root / "lambda_fn"),
-                asset_hash=inputs.fingerprint(),
-                asset_hash_type=AssetHashType.CUSTOM,
-                bundling=BundlingOptions(
-                    image=DockerImage.from_registry("local-bundling-only"),  # never pulled: local bundling succeeds
-                    local=local_bundler(inputs),
-                ),
-            ),
+            code=self.code,
             memory_size=config.memory_mb,
             timeout=Duration.seconds(config.timeout_s),
             reserved_concurrent_executions=config.reserved_concurrency,
@@ -466,6 +474,122 @@ class ProgressiveMcpStack(Stack):
         self.function.add_environment("PMCP_RESULTS_BUCKET", self.results_bucket.bucket_name)
         self.function.add_environment("PMCP_RESULT_URL_TTL_S", str(config.result_url_ttl_s))
         CfnOutput(self, "ResultsBucketName", value=self.results_bucket.bucket_name)
+
+    # --- the gateway: MCP servers behind the endpoint -------------------------------------------------------
+
+    def _gateway(self) -> None:
+        """The servers file in a layer (so the code asset, and its cache, stay as they are), the DynamoDB tool
+        store, and the scheduled sync function that fills it: the serving function only reads the store."""
+        config = self.config
+        assert config.servers is not None
+        source = Path(config.servers)
+        source = source if source.is_absolute() else self.asset_inputs.root / source
+        if not source.is_file():
+            raise ValueError(f"servers: no such file {source}")
+        text = source.read_text(encoding="utf-8")
+        try:
+            servers = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"servers: {source} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        entries = servers.get("mcpServers", servers.get("servers")) if isinstance(servers, dict) else None
+        if not isinstance(entries, dict) or not entries:
+            raise ValueError(f"servers: {source} has no `mcpServers` object naming at least one server")
+        local = sorted(name for name, entry in entries.items() if isinstance(entry, dict) and "command" in entry)
+        if local:
+            Annotations.of(self).add_warning_v2(
+                "progressive-mcp:stdio-servers",
+                f"servers {', '.join(local)} run a command: on Lambda that command must be in the function's "
+                "asset or a layer (the Python runtime has no npx or uvx); Streamable HTTP servers (`url`) need nothing",
+            )
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        staged = self.asset_inputs.cache_root.parent / "servers-layer" / digest
+        (staged / "progressive-mcp").mkdir(parents=True, exist_ok=True)
+        (staged / "progressive-mcp" / "servers.json").write_text(text, encoding="utf-8")
+        self.servers_layer = lambda_.LayerVersion(
+            self,
+            "ServersLayer",
+            code=lambda_.Code.from_asset(str(staged)),
+            description="progressive-mcp: the gateway's servers file, at /opt/progressive-mcp/servers.json",
+        )
+        self.tool_index_table = dynamodb.Table(
+            self,
+            "ToolIndexTable",
+            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            # An index of what the servers list: the next sync writes it again, so it goes with the stack. (Pins
+            # approved with `sync --approve` go with it; a pinned server's tools are then pinned afresh.)
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        gateway_env = {"PMCP_SERVERS": SERVERS_PATH, "PMCP_INDEX_TABLE": self.tool_index_table.table_name}
+        if config.servers_secret_arn:
+            gateway_env["PMCP_SERVERS_SECRET"] = config.servers_secret_arn
+        self.function.add_layers(self.servers_layer)
+        for name, value in gateway_env.items():
+            self.function.add_environment(name, value)
+        self.tool_index_table.grant(self.role, "dynamodb:GetItem", "dynamodb:Query")
+
+        self.sync_log_group = logs.LogGroup(self, "SyncLogGroup", retention=RETENTION[config.log_retention_days])
+        self.sync_role = iam.Role(
+            self,
+            "SyncRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="progressive-mcp sync function: its own log group and the tool store only",
+        )
+        self.sync_log_group.grant_write(self.sync_role)
+        self.tool_index_table.grant(
+            self.sync_role,
+            "dynamodb:GetItem",
+            "dynamodb:Query",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:BatchWriteItem",
+        )
+        if config.servers_secret_arn:
+            secret = secretsmanager.Secret.from_secret_complete_arn(self, "ServersSecret", config.servers_secret_arn)
+            secret.grant_read(self.role)
+            secret.grant_read(self.sync_role)
+        self.sync_function = lambda_.Function(
+            self,
+            "SyncFunction",
+            description="progressive-mcp: syncs the MCP servers' tools into the tool store",
+            runtime=RUNTIMES[config.python_runtime],
+            architecture=lambda_.Architecture.ARM_64,
+            handler=SYNC_HANDLER,
+            code=self.code,
+            layers=[self.servers_layer],
+            memory_size=512,
+            timeout=Duration.minutes(5),  # servers are read in parallel, each within its own timeout_s
+            reserved_concurrent_executions=1,  # one sync at a time writes the store
+            role=self.sync_role,
+            log_group=self.sync_log_group,
+            environment={
+                **gateway_env,
+                "POWERTOOLS_SERVICE_NAME": f"{SERVICE}-sync",
+                "POWERTOOLS_LOG_LEVEL": config.log_level,
+            },
+        )
+        if config.python_runtime != LATEST_RUNTIME:
+            self._acknowledge(
+                self.sync_function,
+                "AwsSolutions-L1",
+                f"python_runtime={config.python_runtime}: the same asset as the endpoint function, which ships "
+                "bytecode compiled by a local interpreter of that version (see the endpoint function).",
+            )
+        self.sync_rule = events.Rule(
+            self,
+            "SyncSchedule",
+            description="progressive-mcp: sync the MCP servers' tools into the tool store",
+            schedule=events.Schedule.rate(Duration.minutes(config.sync_minutes)),
+            targets=[targets.LambdaFunction(self.sync_function, retry_attempts=0)],
+        )
+        CfnOutput(self, "SyncFunctionName", value=self.sync_function.function_name)
+        CfnOutput(self, "ToolIndexTableName", value=self.tool_index_table.table_name)
 
     # --- alarms -------------------------------------------------------------------------------------------
 

@@ -1,13 +1,14 @@
 """The CDK stack (infra/): resources, properties and grants in the synthesized template, cdk-nag, and the knobs.
 
 Each configuration is synthesized once per module (with the real local bundler, whose built asset is cached in
-.cache/lambda-asset/, so only the first synthesis of a session may run pip). Four configurations cover both
+.cache/lambda-asset/, so only the first synthesis of a session may run pip). Five configurations cover both
 endpoint kinds and both auth modes:
 
 - `default`: StackConfig() as cdk.json has it: HTTP API, server-key, cache on, no alarm email;
 - `url`: Function URL, passthrough, cache off, reserved concurrency, alarm email, every optional knob set;
 - `url_imported`: Function URL, server-key with an imported upstream-key secret, no reserved concurrency;
-- `http_passthrough`: HTTP API, passthrough, alarm email, code mode by default in 384 MB.
+- `http_passthrough`: HTTP API, passthrough, alarm email, code mode by default in 384 MB;
+- `gateway`: the default stack with a servers file: its layer, the tool store and the scheduled sync function.
 
 Run with: .venv/bin/python -m pytest tests/test_infra.py -q
 """
@@ -34,6 +35,7 @@ from lambda_fn import aws
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPORTED_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:alphavantage-key-AbC123"
+SERVERS_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:mcp-servers-env-XyZ789"
 CONFIGS = {
     "default": StackConfig(),
     "url": StackConfig(
@@ -63,6 +65,11 @@ CONFIGS = {
         timeout_s=12,
         mode="code",
         memory_mb=384,
+    ),
+    "gateway": StackConfig(
+        servers="tests/fixtures/servers/remote_servers.json",
+        servers_secret_arn=SERVERS_ARN,
+        sync_minutes=10,
     ),
 }
 
@@ -766,3 +773,77 @@ def test_acknowledgements_are_listed_on_the_stack(default: Synth) -> None:
         "AwsSolutions-S1",
         "AwsSolutions-SMG4",
     ]
+
+
+# --- the gateway ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gateway(synths: dict[str, Synth]) -> Synth:
+    return synths["gateway"]
+
+
+def test_the_gateway_adds_a_tool_store_a_servers_layer_and_a_scheduled_sync(gateway: Synth) -> None:
+    stack = gateway.stack
+    table = gateway.json["Resources"][gateway.logical_id(stack.tool_index_table)]["Properties"]
+    assert table["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    functions = gateway.resources("AWS::Lambda::Function")
+    serving = functions[gateway.logical_id(stack.function)]["Properties"]
+    sync = functions[gateway.logical_id(stack.sync_function)]["Properties"]
+    assert sync["Handler"] == "lambda_fn.sync.handler" and sync["ReservedConcurrentExecutions"] == 1
+    assert sync["Code"] == serving["Code"]  # one asset for both
+    layer = {"Ref": gateway.logical_id(stack.servers_layer)}
+    assert serving["Layers"] == [layer] and sync["Layers"] == [layer]
+    for env in (serving["Environment"]["Variables"], sync["Environment"]["Variables"]):
+        assert env["PMCP_SERVERS"] == "/opt/progressive-mcp/servers.json"
+        assert env["PMCP_INDEX_TABLE"] == {"Ref": gateway.logical_id(stack.tool_index_table)}
+        assert env["PMCP_SERVERS_SECRET"] == SERVERS_ARN
+    (rule,) = gateway.resources("AWS::Events::Rule").values()
+    assert rule["Properties"]["ScheduleExpression"] == "rate(10 minutes)"
+    assert rule["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": [gateway.logical_id(stack.sync_function), "Arn"]}
+    # The layer holds exactly the servers file, byte for byte.
+    (staged,) = gateway.outdir.glob("asset.*/progressive-mcp/servers.json")
+    assert sorted(p.name for p in staged.parent.parent.rglob("*")) == ["progressive-mcp", "servers.json"]
+    assert staged.read_bytes() == (ROOT / "tests/fixtures/servers/remote_servers.json").read_bytes()
+
+
+def test_the_serving_function_only_reads_the_tool_store_and_the_sync_function_writes_it(gateway: Synth) -> None:
+    stack = gateway.stack
+    table_arn = {"Fn::GetAtt": [gateway.logical_id(stack.tool_index_table), "Arn"]}
+    by_role: dict[str, set[str]] = {}
+    for policy in gateway.resources("AWS::IAM::Policy").values():
+        for role in policy["Properties"]["Roles"]:
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                if table_arn in _as_list(statement["Resource"]):
+                    by_role.setdefault(role["Ref"], set()).update(_as_list(statement["Action"]))
+    assert by_role[gateway.logical_id(stack.role)] == {"dynamodb:GetItem", "dynamodb:Query"}
+    assert by_role[gateway.logical_id(stack.sync_role)] == {
+        "dynamodb:GetItem",
+        "dynamodb:Query",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:BatchWriteItem",
+    }
+
+
+def test_gateway_knobs_are_checked() -> None:
+    with pytest.raises(ValueError, match=r"servers must be an mcpServers \.json file"):
+        StackConfig(servers="servers.yaml")
+    with pytest.raises(ValueError, match="servers_secret_arn is only used with servers"):
+        StackConfig(servers_secret_arn=SERVERS_ARN)
+    with pytest.raises(ValueError, match="sync_minutes must be between 1 and 1440"):
+        StackConfig(servers="s.json", sync_minutes=0)
+    assert StackConfig.from_mapping({"servers": "s.json", "sync_minutes": "30"}).sync_minutes == 30
+
+
+def test_a_servers_file_with_commands_warns_that_lambda_has_no_npx(tmp_path: Path) -> None:
+    servers = tmp_path / "servers.json"
+    servers.write_text('{"mcpServers": {"memory": {"command": "npx", "args": ["-y", "x"]}}}')
+    synth = synthesize(StackConfig(servers=str(servers)), tmp_path / "out")
+    warnings = Annotations.from_stack(synth.stack).find_warning("*", Match.string_like_regexp("memory run a command"))
+    assert warnings
