@@ -3,7 +3,9 @@ store (`PMCP_INDEX_TABLE`) up to date, so that the serving function never waits 
 
 An EventBridge rule invokes it every few minutes (`sync_minutes` in the stack); each run syncs the servers never
 synced or past their `ttl_s`, and drops the documents of servers no longer in the file. An event
-`{"servers": ["NAME", ...]}` syncs those now; `{"all": true}` syncs every server. It returns the sync report
+`{"servers": ["NAME", ...]}` syncs those now; `{"all": true}` syncs every server; `{"approve": ["SERVER.TOOL", ...]}`
+accepts the changed definitions of pinned tools (what `progressive-mcp sync --approve` does locally) and syncs
+nothing. It returns the sync report
 (`SyncReport.as_json()`: each server's created, updated and deleted tools, or why it could not be read) and logs
 one line per server. The file's `${VAR}` values come from the environment, or from `PMCP_SERVERS_SECRET`.
 
@@ -38,6 +40,14 @@ def run_sync(event: Mapping[str, Any], env: Mapping[str, str], *, session: Any =
     secret = env.get(ENV_SERVERS_SECRET)
     config = load_servers(servers_path, servers_environ(env, secret, session) if secret else env)
     store = DynamoToolStore(table, client=_client(session, "dynamodb", fast_config()))
+    approve = event.get("approve")
+    if approve is not None:
+        if not isinstance(approve, list) or not all(isinstance(n, str) for n in approve):
+            raise ConfigError('the event\'s "approve" must be a list of tool names (SERVER.TOOL)')
+        missing = [name for name in approve if store.approve(name) is None]
+        if missing:
+            raise ConfigError(f"no stored tool named {', '.join(missing)}; the others were approved")
+        return SyncReport([])
     asked = event.get("servers")
     if asked is not None and (not isinstance(asked, list) or not all(isinstance(n, str) for n in asked)):
         raise ConfigError('the event\'s "servers" must be a list of server names')

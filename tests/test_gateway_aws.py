@@ -222,3 +222,30 @@ def test_without_a_table_the_lambda_keeps_its_store_in_tmp(servers_file: tuple[P
         assert str(getattr(endpoint.gateway.store, "path", "")) == "/tmp/progressive-mcp/index.sqlite3"
     finally:
         endpoint.close()
+
+
+def test_a_pinned_tool_is_approved_through_the_sync_function(
+    aws: None, servers_file: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    servers, tools_file = servers_file
+    data = json.loads(servers.read_text())
+    data["mcpServers"]["toy"]["pin"] = True
+    servers.write_text(json.dumps(data))
+    env = lambda_env(servers, PMCP_INDEX_POLL_S="0")
+    run_sync({"all": True}, env)
+    changed = [dict(t, description="Add two numbers, and now also something else.") if t["name"] == "add" else t
+               for t in TOY_TOOLS]  # fmt: skip
+    write_tools(tools_file, changed)
+    run_sync({"all": True}, env)
+    endpoint = endpoint_from_environment(env)
+    try:
+        listing = rpc(endpoint, "TOOL_LIST", {})["structuredContent"]
+        assert [w["name"] for w in listing["withheld"]] == ["toy.add"]
+        with pytest.raises(ConfigError, match=r"no stored tool named toy\.nothing"):
+            run_sync({"approve": ["toy.nothing"]}, env)
+        assert run_sync({"approve": ["toy.add"]}, env).servers == []
+        listing = rpc(endpoint, "TOOL_LIST", {})["structuredContent"]
+        assert "withheld" not in listing or listing["withheld"] == []
+        assert "toy.add" in endpoint.surface.catalog
+    finally:
+        endpoint.close()
