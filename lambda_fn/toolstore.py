@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from progressive_mcp.gateway.documents import ToolDocument
@@ -157,9 +157,7 @@ class DynamoToolStore:
     # --- helpers -------------------------------------------------------------------------------------------
 
     def _query(self, condition: str, values: dict[str, Any], projection: str | None = None) -> list[dict[str, Any]]:
-        return list(self._pages(condition, values, projection))
-
-    def _pages(self, condition: str, values: dict[str, Any], projection: str | None) -> Iterator[dict[str, Any]]:
+        """Every item the key condition matches, across all pages."""
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": condition,
@@ -169,11 +167,12 @@ class DynamoToolStore:
         if projection:  # one attribute, by a placeholder name (DynamoDB reserves many words)
             request["ProjectionExpression"] = "#projected"
             request["ExpressionAttributeNames"] = {"#projected": projection}
+        items: list[dict[str, Any]] = []
         while True:
             page = self.client.query(**request)
-            yield from page.get("Items", [])
+            items += page.get("Items", [])
             if "LastEvaluatedKey" not in page:
-                return
+                return items
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def _add(self, sk: str, counter: str) -> int:

@@ -411,9 +411,9 @@ def test_a_pinned_tool_that_changes_is_withheld_until_approved(toy_files: tuple[
 # server and the npm reference memory server.
 
 
-@pytest.mark.skipif(shutil.which("npx") is None, reason="npx (Node) is not installed")
-def test_one_stdio_endpoint_in_front_of_three_kinds_of_server(toy_files: tuple[Path, Path], tmp_path: Path) -> None:
-    servers, _tools_file = toy_files
+def add_memory_and_own_server(servers: Path, tmp_path: Path, name: str, category: str, description: str) -> None:
+    """Add to the servers file the npm memory server and, as `name`, this project's stdio server (direct mode,
+    one category)."""
     data = json.loads(servers.read_text())
     data["mcpServers"]["memory"] = {
         "command": "npx",
@@ -422,12 +422,18 @@ def test_one_stdio_endpoint_in_front_of_three_kinds_of_server(toy_files: tuple[P
         "description": "A knowledge graph that remembers entities and facts about them.",
         "timeout_s": 120,
     }
-    data["mcpServers"]["av"] = {
+    data["mcpServers"][name] = {
         "command": sys.executable,
-        "args": ["-m", "progressive_mcp", "stdio", "--mode", "direct", "--categories", "fundamentals"],
-        "description": "Alpha Vantage company fundamentals.",
+        "args": ["-m", "progressive_mcp", "stdio", "--mode", "direct", "--categories", category],
+        "description": description,
     }
     servers.write_text(json.dumps(data))
+
+
+@pytest.mark.skipif(shutil.which("npx") is None, reason="npx (Node) is not installed")
+def test_one_stdio_endpoint_in_front_of_three_kinds_of_server(toy_files: tuple[Path, Path], tmp_path: Path) -> None:
+    servers, _tools_file = toy_files
+    add_memory_and_own_server(servers, tmp_path, "av", "fundamentals", "Alpha Vantage company fundamentals.")
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "progressive_mcp", "stdio", "--servers", str(servers), "--index", str(tmp_path / "e2e.sqlite3")],
@@ -476,20 +482,9 @@ def test_one_http_endpoint_serves_a_spec_beside_three_kinds_of_server(
     over Streamable HTTP in both protocol eras: the spec's tools (answered by the offline sample upstream) and the
     servers' tools in one catalog, one search and one TOOL_CALL."""
     servers, _tools_file = toy_files
-    data = json.loads(servers.read_text())
-    data["mcpServers"]["memory"] = {
-        "command": "npx",
-        "args": ["-y", MEMORY_PACKAGE],
-        "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")},
-        "description": "A knowledge graph that remembers entities and facts about them.",
-        "timeout_s": 120,
-    }
-    data["mcpServers"]["own"] = {
-        "command": sys.executable,
-        "args": ["-m", "progressive_mcp", "stdio", "--mode", "direct", "--categories", "intelligence"],
-        "description": "This project's own stdio server, market intelligence only.",
-    }
-    servers.write_text(json.dumps(data))
+    add_memory_and_own_server(
+        servers, tmp_path, "own", "intelligence", "This project's own stdio server, market intelligence only."
+    )
     command = [
         sys.executable, "-m", "progressive_mcp", "serve", "--port", "0", "--sample-upstream",
         "--spec", str(ROOT / "spec" / "alphavantage.yaml"), "--categories", "stocks,toy,other,memory,own",

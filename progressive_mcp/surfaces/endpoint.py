@@ -272,17 +272,19 @@ class Endpoint:
         if surface is not self._default:
             with self._lock:
                 if surface is not self._default:
-                    self._default = surface
-                    self._surfaces = OrderedDict({(surface.mode, surface.categories): surface})
-                    self._results.clear()
+                    self._adopt(surface)
         return surface
 
     @surface.setter
     def surface(self, surface: Surface) -> None:
         with self._lock:
-            self._default = surface
-            self._surfaces = OrderedDict({(surface.mode, surface.categories): surface})
-            self._results.clear()
+            self._adopt(surface)
+
+    def _adopt(self, surface: Surface) -> None:
+        """Make `surface` the default, dropping the old one's variants and serialized results (under `_lock`)."""
+        self._default = surface
+        self._surfaces = OrderedDict({(surface.mode, surface.categories): surface})
+        self._results.clear()
 
     def close(self) -> None:
         """Stop what the endpoint started (a gateway's server connections)."""
