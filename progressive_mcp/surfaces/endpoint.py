@@ -10,7 +10,8 @@ this process sees):
 - **The handshake era** (2024-11-05 … 2025-11-25), otherwise: `initialize` negotiates a version;
   `ping`, `tools/list` and `tools/call` work without a prior `initialize`.
 
-Every result is shaped for the negotiated version by `mcp_types.methods.serialize_server_result`.
+Every result is built as the wire JSON of the negotiated version; `tests/test_protocol.py` proves each equals what
+`mcp_types.methods.serialize_server_result` makes of it (see protocol.py: nothing here imports mcp_types).
 Tool failures are `isError` results (HTTP 200); protocol errors are JSON-RPC errors. The caller's
 upstream key (passthrough auth) or the server's key (server-key auth) travels in a per-request
 CallContext, never in shared state. Example::
@@ -37,26 +38,26 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl
 
-from mcp_types import methods
-from mcp_types.jsonrpc import (
-    HEADER_MISMATCH,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
-    PARSE_ERROR,
-    UNSUPPORTED_PROTOCOL_VERSION,
-)
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
-from pydantic import ValidationError
-
 from progressive_mcp import __version__
 from progressive_mcp.calls.cache import PUBLIC, SERVER, ResponseCache, ResultStore
 from progressive_mcp.calls.upstream import UpstreamTransport
 from progressive_mcp.errors import ConfigError, UnknownTool
 from progressive_mcp.redaction import key_problem, redact
 from progressive_mcp.settings import MODES, Mode, Settings, split_list
+from progressive_mcp.surfaces.protocol import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    LATEST_HANDSHAKE_VERSION,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    MODERN_PROTOCOL_VERSIONS,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    request_problem,
+)
 from progressive_mcp.surfaces.surface import CallContext, CallRecord, GatewaySurfaces, Surface
 
 if TYPE_CHECKING:
@@ -576,7 +577,7 @@ class Endpoint:
             return self._cached(surface, method, version, lambda: self._list_result(surface, extra, modern=True))
         fixture = self._fixture(params or {}, meta[CLIENT_CAPABILITIES_META], request_id, modern=True)
         if fixture is not None:
-            return _dumps(methods.serialize_server_result("tools/call", version, {**fixture, **extra}))
+            return _dumps({**fixture, **extra})
         return self._call(rpc, version, extra, modern=True)
 
     def _handshake(self, rpc: _Rpc, header_version: str | None) -> str:
@@ -613,23 +614,17 @@ class Endpoint:
             return self._cached(surface, method, version, lambda: self._list_result(surface, {}, modern=False))
         fixture = self._fixture(params or {}, {}, request_id, modern=False)  # capabilities: never known here
         if fixture is not None:
-            return _dumps(methods.serialize_server_result("tools/call", version, fixture))
+            return _dumps(fixture)
         return self._call(rpc, version, {}, modern=False)
 
     def _validate(
         self, method: str, version: str, params: dict[str, Any] | None, request_id: Any, *, modern: bool
     ) -> None:
-        try:
-            methods.validate_client_request(method, version, params)
-        except ValidationError as exc:
-            first = exc.errors(include_url=False, include_input=False)[0]
-            where = ".".join(str(p) for p in first["loc"] if p not in ("params",)) or "params"
+        problem = request_problem(method, version, params)
+        if problem is not None:
             raise _Reject(
-                400 if modern else 200,
-                INVALID_PARAMS,
-                f"Invalid params for {method}: {where}: {first['msg']}",
-                request_id=request_id,
-            ) from None
+                400 if modern else 200, INVALID_PARAMS, f"Invalid params for {method}: {problem}", request_id=request_id
+            )
 
     def _call(self, rpc: _Rpc, version: str, extra: dict[str, Any], *, modern: bool) -> str:
         params, request_id, ctx = rpc.params or {}, rpc.id, rpc.ctx
@@ -643,7 +638,7 @@ class Endpoint:
                 400 if modern else 200, INVALID_PARAMS, str(exc), data=exc.details(), request_id=request_id
             ) from None
         data.update(extra)
-        return _dumps(methods.serialize_server_result("tools/call", version, data))
+        return _dumps(data)
 
     def _fixture(
         self, params: dict[str, Any], capabilities: Any, request_id: Any, *, modern: bool
@@ -670,7 +665,7 @@ class Endpoint:
         key = (surface.mode, surface.categories, method, version, surface.catalog.version)
         text = self._results.get(key)
         if text is None:
-            text = _dumps(methods.serialize_server_result(method, version, build()))
+            text = _dumps(build())
             if len(self._results) >= MAX_CACHED_RESULTS:
                 self._results.clear()
             self._results[key] = text
@@ -699,9 +694,7 @@ class Endpoint:
         }
 
     def _list_result(self, surface: Surface, extra: dict[str, Any], *, modern: bool) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "tools": [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in surface.list_tools()]
-        }
+        data: dict[str, Any] = {"tools": list(surface.tool_definitions())}
         if self.settings.conformance_fixtures:
             data["tools"] += [
                 {

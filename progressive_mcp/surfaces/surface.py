@@ -23,8 +23,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-import mcp_types as types
-
 from progressive_mcp.calls.arguments import prepare_arguments
 from progressive_mcp.calls.cache import (
     CACHEABLE_METHODS,
@@ -53,6 +51,8 @@ from progressive_mcp.surfaces.metatools import META_TOOL_NAMES, TOOL_CALL, TOOL_
 from progressive_mcp.tokens import dumps
 
 if TYPE_CHECKING:
+    import mcp_types as types
+
     from progressive_mcp.gateway.gateway import Gateway
 
 logger = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class Surface:
         cache: ResponseCache | None = None,
         results: ResultStore | None = None,
         clock: Callable[[], float] = time.time,
-        direct_models: dict[str, types.Tool] | None = None,
+        direct_definitions: dict[str, dict[str, Any]] | None = None,
         shaped: MemoryCache | None = None,
         sandbox: Sandbox | None = None,
         script_limits: ScriptLimits | None = None,
@@ -112,7 +112,7 @@ class Surface:
     ) -> None:
         """`gateway`: the MCP servers whose tools the catalog holds (calls to them go there); `cache` keeps upstream
         answers (None: no cache); `results` takes full answers too large to show;
-        `direct_models` is the shared store of catalog tools' definitions (see `variant`)."""
+        `direct_definitions` is the shared store of catalog tools' wire definitions (see `variant`)."""
         unknown = sorted((categories or frozenset()) - set(catalog.categories))
         if unknown:
             raise ConfigError(
@@ -146,16 +146,20 @@ class Surface:
         self._code = (
             CodeMode(self.meta.tools, self.sandbox, self.script_limits, max_result_tokens) if mode == "code" else None
         )
-        # Each catalog tool's definition as an SDK model, made once and shared by every variant of this surface.
-        self._direct_models: dict[str, types.Tool] = direct_models if direct_models is not None else {}
+        # Each catalog tool's wire definition, made once and shared by every variant of this surface. The SDK's
+        # models of them (for the stdio server) are made on the first `list_tools()`: mcp_types is not imported
+        # on the HTTP path, where a cold start would pay ~250 ms for it.
+        self._direct_definitions = direct_definitions if direct_definitions is not None else {}
         meta_definitions = self.meta.code_definitions if mode == "code" else self.meta.definitions
-        tools = [types.Tool.model_validate(d) for d in meta_definitions] if mode != "direct" else []
+        definitions = [_wire_definition(d) for d in meta_definitions] if mode != "direct" else []
         for tool in self._direct.values():
-            model = self._direct_models.get(tool.name)
-            if model is None:
-                model = self._direct_models.setdefault(tool.name, types.Tool.model_validate(tool.definition()))
-            tools.append(model)
-        self._tools = tools
+            definition = self._direct_definitions.get(tool.name)
+            if definition is None:
+                definition = self._direct_definitions.setdefault(tool.name, _wire_definition(tool.definition()))
+            definitions.append(definition)
+        self._definitions = tuple(definitions)
+        self._models: list[types.Tool] | None = None
+        self._models_lock = threading.Lock()
 
     @classmethod
     def from_settings(
@@ -222,7 +226,7 @@ class Surface:
             cache=self.cache,
             results=self.results,
             clock=self._clock,
-            direct_models=self._direct_models,
+            direct_definitions=self._direct_definitions,
             shaped=self._shaped,
             sandbox=self.sandbox,
             script_limits=self.script_limits,
@@ -246,13 +250,26 @@ class Surface:
             "find a tool, TOOL_GET for its schema, TOOL_CALL to run it."
         )
 
+    def tool_definitions(self) -> tuple[dict[str, Any], ...]:
+        """The tool definitions of this surface as wire JSON objects (what `tools/list` sends; callers must not
+        change them)."""
+        return self._definitions
+
     def list_tools(self) -> list[types.Tool]:
-        """The tool definitions of this surface (built once; callers must not change them)."""
-        return self._tools
+        """The tool definitions of this surface as the SDK's models (built on first use, then the same list)."""
+        if self._models is None:
+            import mcp_types
+
+            with self._models_lock:
+                if self._models is None:
+                    self._models = [mcp_types.Tool.model_validate(d) for d in self._definitions]
+        return self._models
 
     def call_tool(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext) -> types.CallToolResult:
         """Run a tool of this surface. Raises UnknownTool for a name this surface does not offer."""
-        return types.CallToolResult.model_validate(self.call_tool_wire(name, arguments, ctx))
+        import mcp_types
+
+        return mcp_types.CallToolResult.model_validate(self.call_tool_wire(name, arguments, ctx))
 
     def call_tool_wire(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext) -> dict[str, Any]:
         """`call_tool`'s result as its wire JSON object (what the HTTP endpoint sends, without a model round trip)."""
@@ -502,7 +519,7 @@ class Surface:
 
     def _unknown(self, name: str) -> UnknownTool:
         """The error for a name this surface does not offer; it names only tools the surface has."""
-        suggestions = self.catalog.suggest(name, among=[t.name for t in self._tools])
+        suggestions = self.catalog.suggest(name, among=[d["name"] for d in self._definitions])
         if self.mode != "direct":
             return UnknownTool(name, suggestions)
         how = "Every tool this server offers is in tools/list."
@@ -561,6 +578,12 @@ def shared_sandbox() -> Sandbox:
 
 def _iso(epoch_s: float) -> str:
     return dt.datetime.fromtimestamp(epoch_s, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _wire_definition(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool definition as `tools/list` sends it: members without a value (a tool with no title) are left out,
+    as the SDK's serializer leaves them out (`exclude_none`)."""
+    return {key: value for key, value in definition.items() if value is not None}
 
 
 def _result(payload: dict[str, Any]) -> dict[str, Any]:
