@@ -47,11 +47,40 @@ LOCAL_ONLY_FILES = frozenset(
         "progressive_mcp/surfaces/stdio.py",  # the stdio server (the mcp SDK, which the asset leaves out)
         "progressive_mcp/__main__.py",  # `python -m progressive_mcp`
         "progressive_mcp/sources/openapi.py",  # OpenAPI documents are compiled at build time (sources/compiled.py)
+        "progressive_mcp/surfaces/protocol_build.py",  # writes _mcp_snapshot.py from mcp_types (development)
     }
 )
-# `mcp` (the SDK) serves stdio only: the Lambda path speaks MCP through `mcp-types` (see DESIGN.md).
-# The OpenAPI tooling runs when the asset is built (`spec compile` writes the catalog the Lambda loads).
-EXCLUDED_DEPENDENCIES = frozenset({"mcp", "openapi-spec-validator", "referencing"})
+# Dependencies the Lambda never imports, so the asset leaves them out (issue 18: the asset ≤ 60 MB unzipped):
+# - `mcp` (the SDK) serves stdio, and is the gateway's client: a gateway's asset keeps it (GATEWAY_DEPENDENCIES),
+#   and with it `mcp-types` and `pydantic`;
+# - `mcp-types` and `pydantic`: the endpoint speaks MCP from a snapshot of mcp-types (surfaces/protocol.py), and
+#   the catalog ships compiled (`spec compile --catalog`), so no pydantic spec model is built at a cold start;
+# - `pyyaml`: specs ship compiled to JSON; `bpe-openai` (77 MB of vocabularies): token budgets are checked with
+#   tokens.py's conservative bound where it is absent;
+# - the OpenAPI tooling runs when the asset is built (`spec compile` writes the catalog the Lambda loads).
+EXCLUDED_DEPENDENCIES = frozenset({"mcp", "mcp-types", "pydantic", "pyyaml", "openapi-spec-validator", "referencing"})
+GATEWAY_DEPENDENCIES = frozenset({"mcp"})
+# Parts of dependencies no code path of the handler imports, removed after pip: Powertools' REST router and the
+# utilities other than parameters (secrets), typing and jmespath (Logger); the SBOMs pip copies into dist-info.
+PRUNED_PATHS = (
+    "aws_lambda_powertools/event_handler",
+    *(
+        f"aws_lambda_powertools/utilities/{name}"
+        for name in (
+            "auth_alpha",
+            "batch",
+            "circuit_breaker",
+            "data_classes",
+            "data_masking",
+            "feature_flags",
+            "idempotency",
+            "kafka",
+            "parser",
+            "streaming",
+            "validation",
+        )
+    ),
+)
 # boto3 and botocore come with every Lambda Python runtime (kept up to date by AWS); bundling them would add
 # ~25 MB to the asset. lambda_fn.aws imports them only when an AWS-backed setting (PMCP_CACHE_TABLE, ...) is set.
 PROVIDED_BY_RUNTIME = frozenset({"boto3", "botocore", "s3transfer"})
@@ -86,15 +115,24 @@ class BundleTarget:
         return cls(python_version, "lambda-arm64")
 
     @classmethod
-    def host(cls) -> BundleTarget:
-        return cls(f"{sys.version_info.major}.{sys.version_info.minor}", "host")
+    def host(cls, python_version: str | None = None) -> BundleTarget:
+        """This machine, for this interpreter's Python or another CPython `python_version` (e.g. "3.13")."""
+        return cls(python_version or f"{sys.version_info.major}.{sys.version_info.minor}", "host")
 
     def pip_args(self) -> list[str]:
-        """pip's wheel-selection flags: manylinux aarch64 wheels for the runtime's CPython, or the host's own."""
+        """pip's wheel-selection flags: manylinux aarch64 wheels for the runtime's CPython, or this machine's."""
         if self.platform == "host":
-            if self.python_version != BundleTarget.host().python_version:
-                raise BundleError(f"a host bundle is for this interpreter's Python, not {self.python_version}")
-            return ["--only-binary=:all:"]
+            if self.python_version == BundleTarget.host().python_version:
+                return ["--only-binary=:all:"]
+            if sys.platform != "linux":
+                raise BundleError(f"a host bundle for another Python ({self.python_version}) needs Linux")
+            machine = os.uname().machine
+            return [
+                "--only-binary=:all:",
+                *(f"--platform={tag}_{machine}" for tag in ("manylinux2014", "manylinux_2_28", "manylinux_2_34")),
+                "--implementation=cp",
+                f"--python-version={self.python_version}",
+            ]
         return [
             "--only-binary=:all:",
             "--platform=manylinux2014_aarch64",
@@ -118,6 +156,8 @@ class AssetInputs:
     target: BundleTarget
     bytecode: bool = True  # compile .pyc when an interpreter of the target's version is found
     cache_dir: Path | None = None  # default: <root>/.cache/lambda-asset
+    # A gateway (the stack's `servers`) talks to MCP servers with the SDK's client: the asset then carries `mcp`.
+    gateway: bool = False
     bytecode_python: str | None = field(default=None, compare=False)  # set by `resolve()`
     resolved: bool = field(default=False, compare=False, repr=False)
 
@@ -128,14 +168,16 @@ class AssetInputs:
         root = self.root.resolve()
         spec = self.spec if self.spec.is_absolute() else root / self.spec
         python = find_bytecode_python(self.target.python_version) if self.bytecode else None
-        return AssetInputs(root, spec.resolve(), self.target, self.bytecode, self.cache_dir, python, resolved=True)
+        return AssetInputs(
+            root, spec.resolve(), self.target, self.bytecode, self.cache_dir, self.gateway, python, resolved=True
+        )
 
     @property
     def cache_root(self) -> Path:
         return self.cache_dir or self.root / CACHE_DIR
 
     def requirements(self) -> list[str]:
-        return runtime_requirements(self.root / "pyproject.toml")
+        return runtime_requirements(self.root / "pyproject.toml", gateway=self.gateway)
 
     def source_files(self) -> list[Path]:
         """The package files the asset carries, relative to root, sorted."""
@@ -175,10 +217,12 @@ class AssetInputs:
         return f"{self.spec.stem}.json"
 
 
-def runtime_requirements(pyproject: Path) -> list[str]:
-    """The handler's dependencies: [project].dependencies less the stdio-only SDK, plus Powertools from `aws`."""
+def runtime_requirements(pyproject: Path, *, gateway: bool = False) -> list[str]:
+    """The handler's dependencies: [project].dependencies less the SDK (a gateway's asset keeps it: its client
+    talks to the MCP servers) and the build-time tooling, plus Powertools from `aws`."""
     project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
-    requirements = [req for req in project["dependencies"] if _requirement_name(req) not in EXCLUDED_DEPENDENCIES]
+    excluded = EXCLUDED_DEPENDENCIES - GATEWAY_DEPENDENCIES if gateway else EXCLUDED_DEPENDENCIES
+    requirements = [req for req in project["dependencies"] if _requirement_name(req) not in excluded]
     extras = project.get("optional-dependencies", {}).get("aws", [])
     for wanted in EXTRA_DEPENDENCIES:
         matches = [req for req in extras if _requirement_name(req) == wanted]
@@ -379,8 +423,12 @@ def pip_failure(target: str, stderr: str) -> str:
 
 def _prune_dependencies(out: Path) -> None:
     """Drop what Lambda never uses: console scripts (all but the monty binary), bytecode of another Python,
-    dependencies' test suites."""
+    dependencies' test suites, PRUNED_PATHS and dist-info SBOMs."""
     _keep_only_monty(out)
+    for relative in PRUNED_PATHS:
+        shutil.rmtree(out / relative, ignore_errors=True)
+    for sboms in out.glob("*.dist-info/sboms"):
+        shutil.rmtree(sboms)
     for path in sorted(out.rglob("*"), reverse=True):  # deepest first, so removed directories are not revisited
         if not path.exists():
             continue
@@ -419,7 +467,10 @@ def _is_dependency_tests(path: Path, out: Path) -> bool:
 def _compile_spec(inputs: AssetInputs, destination: Path) -> None:
     # In a subprocess: infra/ imports nothing of the core (see DESIGN.md), and the CLI validates the spec first.
     destination.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "progressive_mcp.cli", "spec", "compile", str(inputs.spec), "-o", str(destination)]
+    # --catalog: the Lambda loads a compiled catalog without the source's tooling (pydantic spec models, YAML and
+    # OpenAPI parsers): ~60 ms less of a cold start than validating the spec again there.
+    command = [sys.executable, "-m", "progressive_mcp.cli", "spec", "compile", "--catalog", str(inputs.spec)]
+    command += ["-o", str(destination)]
     result = subprocess.run(command, cwd=inputs.root, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise BundleError(f"compiling the spec {inputs.spec} failed:\n{result.stderr.strip()}")

@@ -73,7 +73,7 @@ def _spec_compile(args: argparse.Namespace) -> int:
     except ProgressiveMCPError as exc:
         print(exc, file=sys.stderr)
         return 1
-    if report is not None or args.include or args.exclude:  # a catalog: what the Lambda loads without the tooling
+    if args.catalog or report is not None or args.include or args.exclude:  # loads without the source's tooling
         text = dumps(catalog) + "\n"
     else:  # our own format stays itself, as JSON (it loads through the same validation as the YAML)
         data = yaml.load(source.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -298,6 +298,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compile_.add_argument("file", nargs="?", help="spec file or OpenAPI document (default: the bundled spec)")
     compile_.add_argument("-o", "--output", help="output file (default: stdout)")
+    compile_.add_argument(
+        "--catalog",
+        action="store_true",
+        help="write a compiled catalog for a spec too (what the Lambda asset ships: it loads without pydantic)",
+    )
     add_filter_flags(compile_)
     compile_.set_defaults(func=_spec_compile)
     schema = spec_commands.add_parser("schema", help="print the JSON Schema of the spec format")

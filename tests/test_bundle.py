@@ -332,14 +332,22 @@ def test_asset_holds_the_handler_code_and_runtime_dependencies_only(host_asset: 
     for forbidden in FORBIDDEN:
         assert forbidden not in top, forbidden
     assert not [name for name in top if name.lower().startswith(("boto3-", "botocore-", "mcp-2", "aws_cdk"))]
-    for wanted in ("progressive_mcp", "lambda_fn", "mcp_types", "pydantic", "pydantic_core", "aws_lambda_powertools"):
+    for wanted in ("progressive_mcp", "lambda_fn", "aws_lambda_powertools", "jsonschema_rs", "pydantic_monty", "httpx"):
         assert wanted in top, wanted
-    assert [name for name in top if name.startswith("mcp_types-") and name.endswith(".dist-info")]  # kept
+    # What the Lambda never imports (issue 18): the SDK and its types (the endpoint speaks MCP from a snapshot of
+    # them), pydantic (the catalog ships compiled), YAML, the 77 MB of BPE vocabularies (a bound checks budgets).
+    for left_out in ("mcp", "mcp_types", "pydantic", "pydantic_core", "yaml"):
+        assert left_out not in top, left_out
+    for pruned in bundling.PRUNED_PATHS:
+        assert not (host_asset / pruned).exists(), pruned
+    assert (host_asset / "aws_lambda_powertools" / "utilities" / "parameters").is_dir()  # secrets: kept
+    assert not list(host_asset.glob("*.dist-info/sboms"))
     for local_only in LOCAL_ONLY_FILES:
         assert not (host_asset / local_only).exists(), local_only
     assert [path.name for path in (host_asset / "bin").iterdir()] == ["monty"]  # no console scripts but monty
     assert not list(host_asset.rglob("tests"))
-    assert json.loads((host_asset / "spec" / "alphavantage.json").read_text())["tools"]
+    compiled = json.loads((host_asset / "spec" / "alphavantage.json").read_text())
+    assert compiled["tools"] and "progressive_mcp_catalog" in compiled  # a compiled catalog, not the spec
 
 
 def test_host_asset_has_bytecode_of_this_python_only(host_asset: Path) -> None:
@@ -358,7 +366,7 @@ def test_lambda_asset_is_aarch64_for_the_runtime_python(lambda_asset: Path) -> N
     assert shared
     assert {_elf_machine(path) for path in shared} == {AARCH64}
     cpython_tag = f"cpython-{version.replace('.', '')}-aarch64-linux-gnu"
-    assert list((lambda_asset / "pydantic_core").glob(f"_pydantic_core.{cpython_tag}.so"))
+    assert list((lambda_asset / "pydantic_monty").glob(f"_monty.{cpython_tag}.so"))
     assert not [path for path in shared if "x86_64" in path.name]
     spec = json.loads((lambda_asset / "spec" / "alphavantage.json").read_text())
     assert len(spec["tools"]) > 100
@@ -400,10 +408,11 @@ def test_lambda_asset_bytecode_is_for_the_runtime_or_absent(lambda_asset: Path) 
 def test_runtime_requirements_drop_the_sdk_and_add_powertools() -> None:
     requirements = runtime_requirements(ROOT / "pyproject.toml")
     names = [bundling._requirement_name(req) for req in requirements]
-    assert "mcp" not in names
-    assert "mcp-types" in names
-    assert "aws-lambda-powertools" in names
+    assert not {"mcp", "mcp-types", "pydantic", "pyyaml"} & set(names)
+    assert {"aws-lambda-powertools", "jsonschema-rs", "pydantic-monty", "httpx"} <= set(names)
     assert not {"boto3", "botocore"} & set(names)
+    gateway = [bundling._requirement_name(req) for req in runtime_requirements(ROOT / "pyproject.toml", gateway=True)]
+    assert set(gateway) == {*names, "mcp"}  # the SDK's client, which brings mcp-types and pydantic along
 
 
 def test_runtime_requirements_leave_out_the_semantic_extra() -> None:
@@ -460,9 +469,13 @@ def test_bytecode_interpreter_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
         find_bytecode_python("3.99")
 
 
-def test_host_target_refuses_another_python() -> None:
-    with pytest.raises(BundleError, match="this interpreter's Python"):
-        BundleTarget("3.99", "host").pip_args()
+def test_host_target_for_another_python_asks_pip_for_that_pythons_wheels() -> None:
+    """bench/coldstart_compare.py builds the asset for this machine and CPython 3.13 from a 3.11 venv."""
+    assert BundleTarget.host().pip_args() == ["--only-binary=:all:"]
+    args = BundleTarget.host("3.99").pip_args()
+    assert "--python-version=3.99" in args and "--implementation=cp" in args
+    assert f"--platform=manylinux2014_{os.uname().machine}" in args
+    assert BundleTarget.host("3.99").describe().endswith("CPython 3.99")
 
 
 def test_without_a_package_index_the_build_says_so_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -493,3 +506,51 @@ def test_synth_turns_the_wrapped_bundling_error_into_one_line(
     assert app.main([]) == 1
     assert f"\ninfra: {bundling.NEEDS_INDEX} (target); pip said: E\n" in "\n" + capsys.readouterr().err
     # (jsii, imported by infra.app, may print its own Node end-of-life banner first)
+
+
+GATEWAY_INVOKE = """
+import json, os, sys
+sys.path.insert(0, os.environ["ASSET"])
+import lambda_fn.handler as h
+event = json.load(open(os.environ["EVENT"]))
+event["body"] = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                            "params": {"name": "TOOL_CALL", "arguments": {"tool_name": "toy.add",
+                                                                         "arguments": {"a": 2, "b": 3}}}})
+print(json.dumps(h.handler(event, None)))
+"""
+
+
+def test_a_gateway_asset_carries_the_sdk_client_and_reaches_a_server(tmp_path: Path) -> None:
+    """With `-c servers=FILE` the stack builds the asset with gateway=True: the SDK's client comes along (the
+    default asset leaves it out), and the handler, from the asset alone, syncs and calls a real MCP server."""
+    from test_gateway import TOY_TOOLS, toy_entry, write_tools
+
+    built = ensure_built(AssetInputs(root=ROOT, spec=SPEC, target=BundleTarget.host(), gateway=True))
+    assert (built / "mcp").is_dir()
+    tools_file = tmp_path / "toy.json"
+    write_tools(tools_file, TOY_TOOLS)
+    entry = toy_entry(tools_file)
+    entry["env"] = {"PYTHONPATH": str(built)}  # the toy server is an SDK server too: it runs from the asset
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"toy": entry}}))
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "ASSET": str(built),
+        "EVENT": str(EVENT),
+        "PMCP_SERVERS": str(servers),
+        "PMCP_INDEX": str(tmp_path / "index.sqlite3"),
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+    }
+    completed = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", GATEWAY_INVOKE], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    result = json.loads(json.loads(completed.stdout.strip().splitlines()[-1])["body"])["result"]
+    assert result["isError"] is False, result
+    assert result["structuredContent"] == {"tool": "toy.add", "data": {"sum": 5}}, result
+
+
+def test_the_default_asset_leaves_the_sdk_out(host_asset: Path) -> None:
+    assert not (host_asset / "mcp").exists()
+    requirements = AssetInputs(root=ROOT, spec=SPEC, target=BundleTarget.host()).requirements()
+    assert not [r for r in requirements if r.startswith("mcp=")]
