@@ -26,6 +26,7 @@ SURFACE_MODES = ("progressive", "direct", "hybrid", "code")
 ENDPOINTS = ("http-api", "function-url")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 PYTHON_RUNTIMES = ("3.12", "3.13", "3.14")
+SNAP_START_MIN_PYTHON = (3, 12)  # Lambda SnapStart for Python exists from the python3.12 runtime on
 # CloudWatch Logs accepts only these retention periods.
 LOG_RETENTION_DAYS: tuple[int, ...] = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096)
 LOG_RETENTION_DAYS += (1827, 2192, 2557, 2922, 3288, 3653)
@@ -78,6 +79,12 @@ class StackConfig:
     upstream_timeout_s: float | None = None  # default: min(20, timeout_s - 5)
     deadline_s: float | None = None  # one tool call's whole upstream work, retries included; default: timeout_s - 5
     reserved_concurrency: int | None = None  # the throttle for endpoint=function-url (caps concurrent instances)
+    # Lambda SnapStart: each deployment that changes the function publishes a version, which Lambda initializes
+    # once and snapshots; new instances resume from the snapshot instead of importing the handler again. Callers
+    # then invoke a "live" alias of that version ($LATEST never has a snapshot). Caching and restoring snapshots
+    # are billed for Python. Needs python3.12+; Lambda refuses it with provisioned concurrency, EFS or more than
+    # 512 MB of ephemeral storage, none of which this stack sets. See docs/deploy.md#snapstart.
+    snap_start: bool = False
     log_level: str = "INFO"
     log_retention_days: int = 30
     # The endpoint in front of it.
@@ -125,6 +132,11 @@ class StackConfig:
         _choice("endpoint", self.endpoint, ENDPOINTS)
         _choice("log_level", self.log_level, LOG_LEVELS)
         _choice("python_runtime", self.python_runtime, PYTHON_RUNTIMES)
+        if self.snap_start and _python_version(self.python_runtime) < SNAP_START_MIN_PYTHON:
+            raise ValueError(
+                f"snap_start needs python_runtime 3.12 or later (Lambda SnapStart for Python), not "
+                f"{self.python_runtime}"
+            )
         _choice("log_retention_days", self.log_retention_days, LOG_RETENTION_DAYS)
         if not STACK_NAME.match(self.stack_name):
             raise ValueError(
@@ -264,6 +276,10 @@ def _switch(raw: Any) -> bool:
 def _choice(name: str, value: Any, allowed: tuple[Any, ...]) -> None:
     if value not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(map(str, allowed))}, not {value!r}")
+
+
+def _python_version(runtime: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in runtime.split("."))
 
 
 def _between(name: str, value: float, low: float, high: float) -> None:

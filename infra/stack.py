@@ -1,9 +1,10 @@
 """The deployment: one stack with the Lambda function, its HTTPS front door, secrets, cache, result bucket, alarms.
 
-Read top to bottom: function (code, role, logs, environment) → endpoint (HTTP API or Function URL) → secrets
-(server-key mode) → response cache table → result bucket → alarms → outputs. Every knob is a `StackConfig`
-field (see infra/config.py); permissions are grants on single resources, never wildcard actions. The cdk-nag
-AwsSolutions findings that remain are acknowledged where they arise, each with its reason, and collected in
+Read top to bottom: function (code, role, logs, environment; with `snap_start`, its published version and "live"
+alias, which every caller then invokes) → endpoint (HTTP API or Function URL) → secrets (server-key mode) →
+response cache table → result bucket → alarms → outputs. Every knob is a `StackConfig` field (see
+infra/config.py); permissions are grants on single resources, never wildcard actions. The cdk-nag AwsSolutions
+findings that remain are acknowledged where they arise, each with its reason, and collected in
 `ProgressiveMcpStack.acknowledgements`.
 
 Example::
@@ -63,6 +64,9 @@ METRICS_NAMESPACE = "ProgressiveMCP"  # the handler's EMF namespace (lambda_fn.h
 HANDLER = "lambda_fn.handler.handler"
 SYNC_HANDLER = "lambda_fn.sync.handler"
 SERVERS_PATH = "/opt/progressive-mcp/servers.json"  # where the servers layer puts the file
+LIVE_ALIAS = "live"  # with snap_start, the alias every caller invokes: the version this deployment published
+# aws-cdk-lib warns on every SnapStart function that only published versions get snapshots; this stack publishes one.
+SNAP_START_PUBLISH_WARNING = "@aws-cdk/aws-lambda:snapStartRequirePublish"
 MCP_PATH = "/mcp"
 # The secret starts with this value; the operator replaces it. The function treats a value starting with
 # REPLACE_ME as unset (lambda_fn.aws.SECRET_PLACEHOLDER). Never change the string: CloudFormation would then
@@ -164,12 +168,20 @@ class ProgressiveMcpStack(Stack):
         self.acknowledgements: list[Acknowledged] = []
         self.asset_inputs = (
             asset_inputs
-            or AssetInputs(root=root, spec=Path(config.spec), target=BundleTarget.lambda_arm64(config.python_runtime))
+            or AssetInputs(
+                root=root,
+                spec=Path(config.spec),
+                target=BundleTarget.lambda_arm64(config.python_runtime),
+                gateway=config.servers is not None,  # the gateway's client (the mcp SDK) comes along
+            )
         ).resolve()
         if not self.asset_inputs.spec.is_file():
             raise ValueError(f"spec: no such file {self.asset_inputs.spec}")
 
         self.function = self._function()
+        # What the endpoint, its permissions and the alarms name: the function, or with snap_start its live alias
+        # (SnapStart restores only published versions; $LATEST would initialize from scratch every time).
+        self.invoked: lambda_.IFunction = self._live_alias() if config.snap_start else self.function
         self.endpoint_url = self._http_api() if config.endpoint == "http-api" else self._function_url()
         if config.server_key:
             self._secrets()
@@ -249,6 +261,12 @@ class ProgressiveMcpStack(Stack):
             role=self.role,
             log_group=self.function_log_group,
             environment=environment,
+            snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if config.snap_start else None,
+            # A version replaced by the next deployment's is deleted, not kept: with SnapStart each version's
+            # snapshot is billed while the version exists, and nothing invokes an old one.
+            current_version_options=(
+                lambda_.VersionOptions(removal_policy=RemovalPolicy.DESTROY) if config.snap_start else None
+            ),
         )
         if config.python_runtime != LATEST_RUNTIME:
             self._acknowledge(
@@ -275,6 +293,22 @@ class ProgressiveMcpStack(Stack):
         CfnOutput(self, "FunctionName", value=function.function_name)
         CfnOutput(self, "FunctionLogGroupName", value=self.function_log_group.log_group_name)
         return function
+
+    def _live_alias(self) -> lambda_.Alias:
+        """The version this deployment publishes (a new one whenever the function's code or configuration changes,
+        which Lambda then initializes and snapshots), behind the alias callers invoke."""
+        Annotations.of(self.function).acknowledge_warning(
+            SNAP_START_PUBLISH_WARNING, "the stack publishes a version (current_version) and serves it through an alias"
+        )
+        self.live_alias = lambda_.Alias(
+            self,
+            "FunctionLiveAlias",
+            alias_name=LIVE_ALIAS,
+            version=self.function.current_version,
+            description="progressive-mcp: the published version the endpoint invokes (SnapStart)",
+        )
+        CfnOutput(self, "FunctionAliasArn", value=self.live_alias.function_arn)
+        return self.live_alias
 
     # --- the endpoint -------------------------------------------------------------------------------------
 
@@ -309,7 +343,7 @@ class ProgressiveMcpStack(Stack):
             ],
             integration=integrations.HttpLambdaIntegration(
                 "FunctionIntegration",
-                self.function,
+                self.invoked,
                 payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
             ),
         )
@@ -327,7 +361,7 @@ class ProgressiveMcpStack(Stack):
     def _function_url(self) -> str:
         # AuthType NONE: the function authenticates every request itself (bearer tokens in server-key mode, the
         # caller's own upstream key in passthrough mode); reserved_concurrency is the throttle.
-        self.function_url = self.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
+        self.function_url = self.invoked.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
         return Fn.join("", [self.function_url.url, MCP_PATH.lstrip("/")])
 
     # --- secrets (server-key mode) ------------------------------------------------------------------------
@@ -529,6 +563,10 @@ class ProgressiveMcpStack(Stack):
         if config.servers_secret_arn:
             gateway_env["PMCP_SERVERS_SECRET"] = config.servers_secret_arn
         self.function.add_layers(self.servers_layer)
+        if config.snap_start:
+            # The function's Layers property names the layer by a Ref that stays the same when the file changes, so
+            # the version's hash would not move: the file's digest makes a new servers file publish a new version.
+            self.function.invalidate_version_based_on(digest)
         for name, value in gateway_env.items():
             self.function.add_environment(name, value)
         self.tool_index_table.grant(self.role, "dynamodb:GetItem", "dynamodb:Query")
@@ -598,17 +636,17 @@ class ProgressiveMcpStack(Stack):
         if config.endpoint == "http-api":
             server_errors = self.http_api.metric_server_error(period=ALARM_PERIOD, statistic="Sum")
         else:
-            server_errors = self.function.metric("Url5xxCount", period=ALARM_PERIOD, statistic="Sum")
+            server_errors = self.invoked.metric("Url5xxCount", period=ALARM_PERIOD, statistic="Sum")
         alarms = [
             self._any_alarm(
                 "FunctionErrorsAlarm",
                 "The function failed (an unhandled exception or a timeout) in the last 5 minutes.",
-                self.function.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
+                self.invoked.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
             ),
             self._any_alarm(
                 "FunctionThrottlesAlarm",
                 "Lambda refused invocations (concurrency limit) in the last 5 minutes.",
-                self.function.metric_throttles(period=ALARM_PERIOD, statistic="Sum"),
+                self.invoked.metric_throttles(period=ALARM_PERIOD, statistic="Sum"),
             ),
             self._any_alarm(
                 "Endpoint5xxAlarm",

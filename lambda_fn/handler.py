@@ -27,6 +27,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
+from lambda_fn import snapstart
 from lambda_fn.aws import endpoint_from_environment
 from progressive_mcp.calls.codemode import TOOL_EXECUTE
 from progressive_mcp.surfaces.endpoint import Endpoint, Exchange, HttpRequest, HttpResponse
@@ -205,3 +206,4 @@ if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
 
 ENDPOINT = endpoint_from_environment(os.environ)
 handler: LambdaHandler = make_handler(ENDPOINT)
+snapstart.register_hooks()  # SnapStart's runtime hooks (the stack's snap_start); nothing without it

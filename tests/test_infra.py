@@ -2,13 +2,15 @@
 
 Each configuration is synthesized once per module (with the real local bundler, whose built asset is cached in
 .cache/lambda-asset/, so only the first synthesis of a session may run pip). Five configurations cover both
-endpoint kinds and both auth modes:
+endpoint kinds and both auth modes; three more turn SnapStart on:
 
 - `default`: StackConfig() as cdk.json has it: HTTP API, server-key, cache on, no alarm email;
 - `url`: Function URL, passthrough, cache off, reserved concurrency, alarm email, every optional knob set;
 - `url_imported`: Function URL, server-key with an imported upstream-key secret, no reserved concurrency;
 - `http_passthrough`: HTTP API, passthrough, alarm email, code mode by default in 384 MB;
-- `gateway`: the default stack with a servers file: its layer, the tool store and the scheduled sync function.
+- `gateway`: the default stack with a servers file: its layer, the tool store and the scheduled sync function;
+- `snap_http`, `snap_url`, `snap_gateway`: `snap_start` on with each endpoint kind, and with the gateway (whose sync
+  function stays without it).
 
 Run with: .venv/bin/python -m pytest tests/test_infra.py -q
 """
@@ -27,6 +29,7 @@ from aws_cdk import App
 from aws_cdk.assertions import Annotations, Match, Template
 from cdk_nag import AwsSolutionsChecks
 
+from infra import config as config_module
 from infra.app import build_app, cdk_json_context, parse_context_args
 from infra.bundling import ASSET_INFO, MONTY_BINARY
 from infra.config import CODE_MODE_MEMORY_MB, StackConfig
@@ -71,7 +74,12 @@ CONFIGS = {
         servers_secret_arn=SERVERS_ARN,
         sync_minutes=10,
     ),
+    "snap_http": StackConfig(snap_start=True),
+    # secret_cache_s: an environment variable set after the version is first asked for (see the version tests).
+    "snap_url": StackConfig(snap_start=True, endpoint="function-url", reserved_concurrency=5, secret_cache_s=60),
+    "snap_gateway": StackConfig(snap_start=True, servers="tests/fixtures/servers/remote_servers.json"),
 }
+SNAP_CONFIGS = ("snap_http", "snap_url", "snap_gateway")
 
 
 @dataclass
@@ -847,3 +855,140 @@ def test_a_servers_file_with_commands_warns_that_lambda_has_no_npx(tmp_path: Pat
     synth = synthesize(StackConfig(servers=str(servers)), tmp_path / "out")
     warnings = Annotations.from_stack(synth.stack).find_warning("*", Match.string_like_regexp("memory run a command"))
     assert warnings
+
+
+# --- SnapStart ----------------------------------------------------------------------------------------------------
+
+
+def _serving(synth: Synth) -> dict[str, Any]:
+    return synth.json["Resources"][synth.logical_id(synth.stack.function)]
+
+
+def _invocation_targets(synth: Synth) -> list[Any]:
+    """Whatever names what the endpoint invokes: integration URIs, Function URL targets, invoke permissions."""
+    targets = [r["Properties"]["IntegrationUri"] for r in synth.resources("AWS::ApiGatewayV2::Integration").values()]
+    for url in synth.resources("AWS::Lambda::Url").values():
+        targets.append((url["Properties"]["TargetFunctionArn"], url["Properties"].get("Qualifier")))
+    for permission in synth.resources("AWS::Lambda::Permission").values():
+        if permission["Properties"]["Principal"] != "events.amazonaws.com":  # the gateway's schedule → sync function
+            targets.append(permission["Properties"]["FunctionName"])
+    return targets
+
+
+def _alarm_dimensions(synth: Synth) -> dict[str, list[dict[str, Any]]]:
+    alarms = _alarms(synth).items()
+    return {name: alarm["Dimensions"] for name, alarm in alarms if alarm.get("Namespace") == "AWS/Lambda"}
+
+
+@pytest.mark.parametrize("name", sorted(set(CONFIGS) - set(SNAP_CONFIGS)))
+def test_without_snap_start_the_function_itself_is_invoked_as_before(synths: dict[str, Synth], name: str) -> None:
+    """The default (snap_start off) synthesizes what it did before SnapStart existed: no SnapStart setting, version
+    or alias; the integration, the Function URL, the permissions and the alarms name the function."""
+    synth = synths[name]
+    assert synth.stack.invoked is synth.stack.function
+    assert synth.resources("AWS::Lambda::Version") == {} and synth.resources("AWS::Lambda::Alias") == {}
+    for function in synth.resources("AWS::Lambda::Function").values():
+        assert "SnapStart" not in function["Properties"]
+    function_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.function), "Arn"]}
+    targets = _invocation_targets(synth)
+    assert targets and all(target in (function_arn, (function_arn, None)) for target in targets)
+    function_name = {"Name": "FunctionName", "Value": {"Ref": synth.logical_id(synth.stack.function)}}
+    for dimensions in _alarm_dimensions(synth).values():
+        assert dimensions == [function_name]
+    assert "FunctionAliasArn" not in synth.json["Outputs"]
+
+
+@pytest.mark.parametrize("name", SNAP_CONFIGS)
+def test_snap_start_publishes_a_version_behind_the_live_alias(synths: dict[str, Synth], name: str) -> None:
+    synth = synths[name]
+    function_id = synth.logical_id(synth.stack.function)
+    assert _serving(synth)["Properties"]["SnapStart"] == {"ApplyOn": "PublishedVersions"}
+    (version_id, version), *others = synth.resources("AWS::Lambda::Version").items()
+    assert others == []
+    assert version["Properties"] == {"FunctionName": {"Ref": function_id}}
+    assert version["DeletionPolicy"] == "Delete"  # replaced by the next deployment's, not kept (snapshots cost)
+    alias_id, alias = synth.one("AWS::Lambda::Alias")
+    assert alias_id == synth.logical_id(synth.stack.live_alias)
+    assert alias["Properties"]["Name"] == "live"
+    assert alias["Properties"]["FunctionName"] == {"Ref": function_id}
+    assert alias["Properties"]["FunctionVersion"] == {"Fn::GetAtt": [version_id, "Version"]}
+    assert synth.json["Outputs"]["FunctionAliasArn"]["Value"] == {"Ref": alias_id}
+    # aws-cdk-lib's reminder that only published versions get snapshots is answered by the version above.
+    Annotations.from_stack(synth.stack).has_no_warning("*", Match.string_like_regexp("SnapStart"))
+
+
+@pytest.mark.parametrize("name", SNAP_CONFIGS)
+def test_with_snap_start_every_caller_and_alarm_names_the_alias(synths: dict[str, Synth], name: str) -> None:
+    synth = synths[name]
+    alias = {"Ref": synth.logical_id(synth.stack.live_alias)}
+    function_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.function), "Arn"]}
+    targets = _invocation_targets(synth)
+    if synth.stack.config.endpoint == "http-api":
+        assert synth.one("AWS::ApiGatewayV2::Integration")[1]["Properties"]["IntegrationUri"] == alias
+        assert len(targets) == 5  # the integration and the four routes' permissions
+    else:
+        # A Function URL on an alias: the function's ARN with the alias as qualifier.
+        assert synth.one("AWS::Lambda::Url")[1]["Properties"] == {
+            "AuthType": "NONE",
+            "Qualifier": "live",
+            "TargetFunctionArn": function_arn,
+        }
+        assert len(targets) == 3  # the URL, InvokeFunctionUrl and InvokeFunction (via the URL)
+    assert all(target in (alias, (function_arn, "live")) for target in targets)
+    function_name = {"Ref": synth.logical_id(synth.stack.function)}
+    resource = {"Fn::Join": ["", [function_name, ":live"]]}
+    dimensions = _alarm_dimensions(synth)
+    expected = {"FunctionErrorsAlarm", "FunctionThrottlesAlarm"} | (
+        {"Endpoint5xxAlarm"} if synth.stack.config.endpoint == "function-url" else set()
+    )
+    assert set(dimensions) == expected
+    for alarm_dimensions in dimensions.values():
+        assert alarm_dimensions == [
+            {"Name": "FunctionName", "Value": function_name},
+            {"Name": "Resource", "Value": resource},
+        ]
+
+
+def test_the_gateways_sync_function_stays_without_snap_start(synths: dict[str, Synth]) -> None:
+    synth = synths["snap_gateway"]
+    sync = synth.json["Resources"][synth.logical_id(synth.stack.sync_function)]["Properties"]
+    assert "SnapStart" not in sync
+    (rule,) = synth.resources("AWS::Events::Rule").values()
+    sync_arn = {"Fn::GetAtt": [synth.logical_id(synth.stack.sync_function), "Arn"]}
+    assert rule["Properties"]["Targets"][0]["Arn"] == sync_arn
+
+
+def _version_id(synth: Synth) -> str:
+    (version_id,) = synth.resources("AWS::Lambda::Version")
+    return version_id
+
+
+def test_a_changed_configuration_or_servers_file_publishes_a_new_version(
+    synths: dict[str, Synth], tmp_path: Path
+) -> None:
+    # PMCP_SECRET_CACHE_S is added to the environment after the version is first asked for: the version's hash is
+    # computed at synthesis, so it still sees it.
+    http, url = synths["snap_http"], synths["snap_url"]
+    assert http.environment()["PMCP_SECRET_CACHE_S"] != url.environment()["PMCP_SECRET_CACHE_S"]
+    assert _version_id(http) != _version_id(url)
+    # The servers layer's Ref does not change with the file: its digest moves the version instead.
+    gateway = synths["snap_gateway"]
+    fixture = ROOT / "tests/fixtures/servers/remote_servers.json"
+    same, edited = tmp_path / "same.json", tmp_path / "edited.json"
+    same.write_bytes(fixture.read_bytes())
+    edited.write_text(fixture.read_text().replace('ttl_s": 900', 'ttl_s": 600'))
+    assert edited.read_text() != fixture.read_text()
+    for path, moves in ((same, False), (edited, True)):
+        other = synthesize(StackConfig(snap_start=True, servers=str(path)), tmp_path / f"out-{path.stem}")
+        assert (_version_id(other) != _version_id(gateway)) is moves, path.name
+
+
+def test_snap_start_is_a_switch_that_needs_python_3_12(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert StackConfig().snap_start is False
+    assert StackConfig.from_mapping({"snap_start": "on"}).snap_start is True
+    assert StackConfig.from_mapping({"snap_start": False}).snap_start is False
+    # Every runtime the stack offers has SnapStart; the check stands for an older one added to the list.
+    monkeypatch.setattr(config_module, "PYTHON_RUNTIMES", ("3.11", *config_module.PYTHON_RUNTIMES))
+    assert StackConfig(python_runtime="3.11").python_runtime == "3.11"
+    with pytest.raises(ValueError, match=r"snap_start needs python_runtime 3\.12 or later"):
+        StackConfig(snap_start=True, python_runtime="3.11")
