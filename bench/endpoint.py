@@ -136,7 +136,8 @@ def main() -> int:
     import_ms, first_ms = cold()
     with tempfile.TemporaryDirectory() as tmp:
         compiled = str(Path(tmp) / "spec.json")
-        subprocess.run([sys.executable, "-m", "progressive_mcp.cli", "spec", "compile", "-o", compiled], check=True)
+        command = [sys.executable, "-m", "progressive_mcp.cli", "spec", "compile", "--catalog", "-o", compiled]
+        subprocess.run(command, check=True)
         json_import_ms, _ = cold(spec=compiled)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMCP_", "POWERTOOLS_"))}
     worker = subprocess.run(
@@ -154,9 +155,7 @@ def main() -> int:
         f"{os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
     )
     print(f"  cold import of lambda_fn.handler (catalog and default surface built), median of 9: {import_ms:.0f} ms")
-    print(
-        f"  the same with the spec compiled to JSON (PMCP_SPEC=spec.json), median of 9:       {json_import_ms:.0f} ms"
-    )
+    print(f"  the same from the compiled catalog the asset ships (spec compile --catalog): {json_import_ms:.0f} ms")
     print(f"  first request after that import (tools/list), median of 9:                    {first_ms:.1f} ms")
     print("  warm, in process, per request (best of 5 rounds):")
     width = max(map(len, warm_figures))

@@ -58,7 +58,9 @@ LOCAL_ONLY_FILES = frozenset(
 # - `pyyaml`: specs ship compiled to JSON; `bpe-openai` (77 MB of vocabularies): token budgets are checked with
 #   tokens.py's conservative bound where it is absent;
 # - the OpenAPI tooling runs when the asset is built (`spec compile` writes the catalog the Lambda loads).
-EXCLUDED_DEPENDENCIES = frozenset({"mcp", "mcp-types", "pydantic", "pyyaml", "openapi-spec-validator", "referencing"})
+EXCLUDED_DEPENDENCIES = frozenset(
+    {"mcp", "mcp-types", "pydantic", "pyyaml", "bpe-openai", "openapi-spec-validator", "referencing"}
+)
 GATEWAY_DEPENDENCIES = frozenset({"mcp"})
 # Parts of dependencies no code path of the handler imports, removed after pip: Powertools' REST router and the
 # utilities other than parameters (secrets), typing and jmespath (Logger); the SBOMs pip copies into dist-info.

@@ -336,7 +336,7 @@ def test_asset_holds_the_handler_code_and_runtime_dependencies_only(host_asset: 
         assert wanted in top, wanted
     # What the Lambda never imports (issue 18): the SDK and its types (the endpoint speaks MCP from a snapshot of
     # them), pydantic (the catalog ships compiled), YAML, the 77 MB of BPE vocabularies (a bound checks budgets).
-    for left_out in ("mcp", "mcp_types", "pydantic", "pydantic_core", "yaml"):
+    for left_out in ("mcp", "mcp_types", "pydantic", "pydantic_core", "yaml", "bpe_openai"):
         assert left_out not in top, left_out
     for pruned in bundling.PRUNED_PATHS:
         assert not (host_asset / pruned).exists(), pruned
