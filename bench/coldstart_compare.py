@@ -43,7 +43,15 @@ from typing import IO, Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from infra.bundling import AssetInputs, BundleError, BundleTarget, ensure_built, find_bytecode_python  # noqa: E402
+from infra.bundling import (  # noqa: E402
+    AssetInputs,
+    BundleError,
+    BundleTarget,
+    compile_bytecode,
+    ensure_built,
+    find_bytecode_python,
+    prune_cache,
+)
 
 RUNS = 15
 PYTHON_VERSION = "3.13"  # the official template's Runtime: python3.13
@@ -209,7 +217,7 @@ def ensure_official(checkout: Path, python: str, python_full: str) -> Path:
         shutil.copytree(checkout / "mcp", task, ignore=_ignore_caches, dirs_exist_ok=True)
         shutil.copytree(checkout / "api" / "src" / "av_api", task / "av_api", ignore=_ignore_caches, dirs_exist_ok=True)
         _log(f"copied mcp/ and api/src/av_api from {checkout}; compiling bytecode with CPython {python_full}")
-        _compile_bytecode(python, task)
+        compile_bytecode(python, task, BundleTarget.host(PYTHON_VERSION), _log)
         info = {"checkout": str(checkout), "python": python_full, "layout": LAYOUT, "packages": pins}
         (partial / SETUP_INFO).write_text(json.dumps(info, indent=2))
         try:
@@ -220,7 +228,7 @@ def ensure_official(checkout: Path, python: str, python_full: str) -> Path:
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     _log(f"set up the official server in {time.perf_counter() - started:.1f} s: {final}")
-    _prune_cache()
+    prune_cache(CACHE, CACHE_KEEP, marker=SETUP_INFO)
     return final / "task"
 
 
@@ -308,26 +316,6 @@ def _pip_install(python: str, target: Path, pins: list[str]) -> None:
     if result.returncode != 0:
         errors = [line for line in result.stderr.splitlines() if not line.startswith("WARNING:")]
         raise SystemExit("pip could not install the official server's dependencies:\n" + "\n".join(errors[-30:]))
-
-
-def _compile_bytecode(python: str, task: Path) -> None:
-    command = [python, "-m", "compileall", "-q", "-f", "-j", "0", "--invalidation-mode", "unchecked-hash", str(task)]
-    result = subprocess.run(command, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
-    if result.returncode != 0:  # a file that does not compile is never imported; say so and keep the rest
-        failures = [line for line in result.stdout.splitlines() if line.startswith("***")]
-        _log(f"WARNING: compileall could not compile {len(failures)} file(s): {'; '.join(failures[:3])}")
-
-
-def _prune_cache() -> None:
-    """Keep the CACHE_KEEP most recently used setups; drop partial ones an interrupted run left an hour ago."""
-    setups: list[Path] = []
-    for path in CACHE.iterdir():
-        if ".partial-" in path.name and time.time() - path.stat().st_mtime > 3600:
-            shutil.rmtree(path, ignore_errors=True)
-        elif (path / SETUP_INFO).is_file():
-            setups.append(path)
-    for stale in sorted(setups, key=lambda path: path.stat().st_mtime, reverse=True)[CACHE_KEEP:]:
-        shutil.rmtree(stale, ignore_errors=True)
 
 
 def _is_cache(relative: Path) -> bool:

@@ -305,7 +305,7 @@ def ensure_built(inputs: AssetInputs, log: Log | None = None) -> Path:
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     log(f"built the Lambda asset for {resolved.target.describe()} in {time.perf_counter() - started:.1f} s: {final}")
-    _prune_cache(resolved.cache_root, keep=CACHE_KEEP)
+    prune_cache(resolved.cache_root, keep=CACHE_KEEP)
     return final
 
 
@@ -321,7 +321,7 @@ def build_asset(inputs: AssetInputs, out: Path, log: Log | None = None) -> None:
         shutil.copy2(inputs.root / relative, destination)
     _compile_spec(inputs, out / "spec" / inputs.spec_json_name)
     if inputs.bytecode_python:
-        _compile_bytecode(inputs.bytecode_python, out, inputs.target, log)
+        compile_bytecode(inputs.bytecode_python, out, inputs.target, log)
     elif inputs.bytecode:
         log(
             f"WARNING: no Python {inputs.target.python_version} interpreter found (set {BUNDLE_PYTHON_ENV} or put "
@@ -478,7 +478,9 @@ def _compile_spec(inputs: AssetInputs, destination: Path) -> None:
         raise BundleError(f"compiling the spec {inputs.spec} failed:\n{result.stderr.strip()}")
 
 
-def _compile_bytecode(python: str, out: Path, target: BundleTarget, log: Log) -> None:
+def compile_bytecode(python: str, out: Path, target: BundleTarget, log: Log) -> None:
+    """Compile every module under `out` with `python` (bench/coldstart_compare.py compiles the official server's
+    layout the same way)."""
     # unchecked-hash: CDK zips files with a fixed timestamp, so timestamp-checked .pyc would all look stale.
     command = [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash"]
     if target.platform == "lambda-arm64":
@@ -489,14 +491,15 @@ def _compile_bytecode(python: str, out: Path, target: BundleTarget, log: Log) ->
         log(f"WARNING: compileall could not compile {len(failures)} file(s): {'; '.join(failures[:3])}")
 
 
-def _prune_cache(cache_root: Path, keep: int) -> None:
-    """Keep the `keep` most recently used assets; drop partial builds an interrupted run left behind."""
+def prune_cache(cache_root: Path, keep: int, marker: str = ASSET_INFO) -> None:
+    """Keep the `keep` most recently used builds (directories holding `marker`); drop partial builds an
+    interrupted run left behind."""
     for partial in cache_root.glob("*.partial-*"):
         with contextlib.suppress(OSError):
             if time.time() - partial.stat().st_mtime > 3600:
                 shutil.rmtree(partial, ignore_errors=True)
     built = sorted(
-        (path for path in cache_root.iterdir() if path.is_dir() and (path / ASSET_INFO).is_file()),
+        (path for path in cache_root.iterdir() if path.is_dir() and (path / marker).is_file()),
         key=lambda path: path.stat().st_mtime,
         reverse=True,
     )

@@ -142,7 +142,7 @@ def _figure(counts: Counts, key: str | None = None, **extra: Any) -> dict[str, A
 
 def tools_list_text(surface: Surface) -> str:
     """The `tools` array of a tools/list answer, as the compact wire JSON a client receives."""
-    return dumps([t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in surface.list_tools()])
+    return dumps(list(surface.tool_definitions()))
 
 
 def tools_list_tokens(surface: Surface) -> int:

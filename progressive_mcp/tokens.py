@@ -35,7 +35,7 @@ CHUNK_CHARS = 50_000
 # The bound `estimate_tokens` uses where bpe-openai is absent. cl100k's pre-tokenizer cuts every run of digits
 # into groups of at most three, and each such group (all 1,110 of "0"…"999", leading zeros too) is one token; a
 # token is at least one byte, so any other byte costs at most one token: those two parts are proven (and
-# tests/test_tokens.py checks the digit groups against the vocabulary). ASCII letters are counted at
+# tests/test_token_bound.py checks the digit groups against the vocabulary). ASCII letters are counted at
 # LETTER_BYTES_PER_TOKEN bytes a token: calibrated, not proven. Over 923 texts (every Alpha Vantage function's
 # sample answer as JSON and CSV, the shaped results the server sends, and this project's prose), the letters
 # left after the proven parts never came to fewer than 3.16 bytes a token; 2.5 keeps a margin.
@@ -66,10 +66,11 @@ def fits_budget(text: str, budget: int) -> bool:
     """Whether `text` is at most `budget` tokens; a byte-level BPE token covers at least one byte,
     so a text of at most `budget` UTF-8 bytes fits without being tokenized. Without bpe-openai, whether
     `estimate_tokens` (never below the real count) is within the budget."""
-    if len(text.encode("utf-8", "surrogatepass")) <= budget:
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= budget:
         return True
     if not _exact():
-        return estimate_tokens(text) <= budget
+        return _estimate(data) <= budget
     total = 0
     for count in _chunk_counts(text):  # a long text over budget stops early
         total += count
@@ -82,7 +83,10 @@ def estimate_tokens(text: str) -> int:
     """At least the number of cl100k_base tokens in `text` on the texts it was calibrated on, without a vocabulary
     (see LETTER_BYTES_PER_TOKEN): one token per group of up to three digits, per other byte, per letter next to a
     digit, and per 2.5 bytes of the other ASCII letters."""
-    data = text.encode("utf-8", "surrogatepass")
+    return _estimate(text.encode("utf-8", "surrogatepass"))
+
+
+def _estimate(data: bytes) -> int:
     letters = len(data) - len(data.translate(None, _ASCII_LETTERS))
     digits = len(data) - len(data.translate(None, _ASCII_DIGITS))
     groups = sum((len(run) + 2) // 3 for run in _DIGIT_RUNS.findall(data))

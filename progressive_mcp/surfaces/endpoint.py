@@ -578,7 +578,7 @@ class Endpoint:
         fixture = self._fixture(params or {}, meta[CLIENT_CAPABILITIES_META], request_id, modern=True)
         if fixture is not None:
             return _dumps({**fixture, **extra})
-        return self._call(rpc, version, extra, modern=True)
+        return self._call(rpc, extra, modern=True)
 
     def _handshake(self, rpc: _Rpc, header_version: str | None) -> str:
         method, params, request_id, surface = rpc.method, rpc.params, rpc.id, rpc.surface
@@ -615,7 +615,7 @@ class Endpoint:
         fixture = self._fixture(params or {}, {}, request_id, modern=False)  # capabilities: never known here
         if fixture is not None:
             return _dumps(fixture)
-        return self._call(rpc, version, {}, modern=False)
+        return self._call(rpc, {}, modern=False)
 
     def _validate(
         self, method: str, version: str, params: dict[str, Any] | None, request_id: Any, *, modern: bool
@@ -626,7 +626,7 @@ class Endpoint:
                 400 if modern else 200, INVALID_PARAMS, f"Invalid params for {method}: {problem}", request_id=request_id
             )
 
-    def _call(self, rpc: _Rpc, version: str, extra: dict[str, Any], *, modern: bool) -> str:
+    def _call(self, rpc: _Rpc, extra: dict[str, Any], *, modern: bool) -> str:
         params, request_id, ctx = rpc.params or {}, rpc.id, rpc.ctx
         name = params["name"]
         if ctx.record is not None:
