@@ -178,7 +178,7 @@ class CatalogTool:
     examples: tuple[str, ...]
     cache_ttl_s: int
     premium: bool
-    content_hash: str
+    content_hash: str = ""  # "": computed from the tool (`content_hash`); a gateway tool brings its server's
     require_any: tuple[tuple[str, ...], ...] = ()
     # JSON Schema 2020-12 of the data a JSON answer holds (shared parts under $defs), or None if the spec has none.
     output_schema: Mapping[str, Any] | None = None
@@ -190,6 +190,10 @@ class CatalogTool:
     # A tool of an MCP server behind the gateway: the server's name in the servers file, and its name for the tool.
     server: str | None = None
     server_tool: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.content_hash:
+            object.__setattr__(self, "content_hash", content_hash(self))
 
     def definition(self) -> dict[str, Any]:
         """The MCP tool definition (wire shape, camelCase) as plain JSON data."""
@@ -352,16 +356,33 @@ def catalog_version(tools: tuple[CatalogTool, ...]) -> str:
     return digest.hexdigest()[:16]
 
 
-def content_hash(
-    name: str, description: str, input_schema: Mapping[str, Any], output_schema: Mapping[str, Any] | None = None
-) -> str:
-    """SHA-256 over name | description | parameters (the ScaleMCP synchronisation key), and | output schema when
-    there is one: code mode's typed stubs change with it, so the catalog version must too."""
-    params = _canonical(input_schema)
-    text = f"{name}|{description}|{params}"
-    if output_schema is not None:
-        text += "|" + _canonical(output_schema)
-    return hashlib.sha256(text.encode()).hexdigest()
+def content_hash(tool: CatalogTool) -> str:
+    """The SHA-256 (hex) of everything an agent is shown of a tool and everything a call to it does.
+
+    Shown: name, title, category, summary, description, input and output schemas (code mode's typed stubs follow
+    the output schema) and annotations. Done: the upstream method, the REST route, the fixed parameters and where
+    each argument goes. Any of these changing is a change a client holding the tool's schema should notice, so
+    the hash moves, and with it the catalog version. Search aids (keywords, examples) and cache lifetimes are left
+    out: they change no definition and no call.
+    """
+    operation = tool.operation
+    record = {
+        "name": tool.name,
+        "title": tool.title,
+        "category": tool.category,
+        "summary": tool.summary,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+        "outputSchema": tool.output_schema,
+        "annotations": tool.annotations,
+        "method": tool.method,
+        "route": None
+        if operation is None
+        else [operation.method, operation.path, operation.operation_id, operation.body, operation.body_type],
+        "fixed": tool.fixed,
+        "wire": [[p.name, p.location, p.wire_name, p.style, p.explode] for p in tool.params],
+    }
+    return hashlib.sha256(_canonical(record).encode()).hexdigest()
 
 
 def _canonical(value: Any) -> str:

@@ -17,10 +17,10 @@ from typing import Any
 import jsonschema_rs
 import pytest
 
-from progressive_mcp.catalog import Catalog, catalog_version, content_hash, input_schema
+from progressive_mcp.catalog import Catalog, Operation, catalog_version, content_hash, input_schema
 from progressive_mcp.errors import UnknownTool
 from progressive_mcp.sources import default_spec_path, load_catalog
-from progressive_mcp.sources.spec import Param, Spec, build_catalog, load_spec, parse_spec
+from progressive_mcp.sources.spec import AnnotationsSpec, Param, Spec, build_catalog, load_spec, parse_spec
 
 REFERENCE = Path("/work/shared/reference/alphavantage_functions.json")
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
@@ -216,7 +216,7 @@ def test_content_hashes_are_sha256_and_stable_across_loads(catalog: Catalog) -> 
     for tool in catalog.tools:
         assert re.fullmatch(r"[0-9a-f]{64}", tool.content_hash), tool.name
         assert again.get(tool.name).content_hash == tool.content_hash
-        assert tool.content_hash == content_hash(tool.name, tool.description, tool.input_schema, tool.output_schema)
+        assert tool.content_hash == content_hash(tool)
     assert again.version == catalog.version
     assert re.fullmatch(r"[0-9a-f]{16,64}", catalog.version)
     assert catalog_version(tuple(reversed(catalog.tools))) == catalog.version
@@ -247,6 +247,60 @@ def test_changing_a_parameter_changes_the_hash(spec: Spec, catalog: Catalog) -> 
     assert changed.get("NEWS_SENTIMENT").input_schema["properties"]["limit"]["default"] == 20
     assert changed.get("NEWS_SENTIMENT").content_hash != catalog.get("NEWS_SENTIMENT").content_hash
     assert changed.version != catalog.version
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        {"method": "POST"},  # the same schema, but the call now writes: annotations and request change
+        {"title": "Quote, now"},
+        {"summary": "Latest price and volume of a ticker."},
+        {"category": "fundamentals"},
+        {"fixed": {"datatype": "json"}},
+        {"annotations": {"idempotentHint": True}},
+    ],
+    ids=lambda update: next(iter(update)),
+)
+def test_what_an_agent_sees_or_a_call_does_changes_the_hash(
+    spec: Spec, catalog: Catalog, update: dict[str, Any]
+) -> None:
+    index = next(i for i, t in enumerate(spec.tools) if t.name == "GLOBAL_QUOTE")
+    if "annotations" in update:
+        update = {"annotations": AnnotationsSpec(**update["annotations"])}
+    changed = _with_tool_changed(spec, index, **update)
+    assert changed.get("GLOBAL_QUOTE").content_hash != catalog.get("GLOBAL_QUOTE").content_hash
+    assert changed.version != catalog.version
+
+
+def test_search_aids_and_cache_lifetimes_leave_the_hash(spec: Spec, catalog: Catalog) -> None:
+    index = next(i for i, t in enumerate(spec.tools) if t.name == "GLOBAL_QUOTE")
+    changed = _with_tool_changed(spec, index, keywords=["ticker price"], examples=["price of IBM"], cache_ttl_s=5)
+    assert changed.get("GLOBAL_QUOTE").keywords == ("ticker price",)
+    assert changed.get("GLOBAL_QUOTE").content_hash == catalog.get("GLOBAL_QUOTE").content_hash
+    assert changed.version == catalog.version
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        {"operation": Operation("GET", "/v2/quote/{symbol}")},
+        {"params": ()},  # an argument's place in the request is part of the call
+    ],
+    ids=["route", "params"],
+)
+def test_a_rest_route_and_where_arguments_go_change_the_hash(catalog: Catalog, update: dict[str, Any]) -> None:
+    tool = catalog.get("GLOBAL_QUOTE")
+    base = dataclasses.replace(tool, content_hash="", operation=Operation("GET", "/quote/{symbol}"))
+    if "params" in update:
+        symbol = base.param("symbol")
+        assert symbol is not None
+        moved = dataclasses.replace(symbol, location="path")
+        update = {"params": tuple(moved if p.name == "symbol" else p for p in base.params)}
+    changed = dataclasses.replace(base, content_hash="", **update)
+    assert base.content_hash == content_hash(base)
+    assert changed.content_hash != base.content_hash
+    # a hash given (a gateway tool brings its server definition's) is kept as given
+    assert dataclasses.replace(tool, content_hash="abc").content_hash == "abc"
 
 
 # --- immutability -------------------------------------------------------------------------------------

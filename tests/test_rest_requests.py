@@ -38,7 +38,6 @@ from progressive_mcp.catalog import (
     Dispatch,
     Operation,
     Param,
-    content_hash,
     input_schema,
 )
 from progressive_mcp.errors import (
@@ -116,7 +115,6 @@ def tool_of(
         examples=(),
         cache_ttl_s=cache_ttl_s,
         premium=False,
-        content_hash=content_hash(name, description, schema),
         method=method,
         operation=operation,
         fixed=MappingProxyType(dict(fixed or {})),

@@ -50,7 +50,6 @@ from progressive_mcp.catalog import (
     Operation,
     Param,
     _freeze,
-    content_hash,
     input_schema,
     method_annotations,
 )
@@ -561,7 +560,6 @@ class _Converter:
                 examples=(),
                 cache_ttl_s=0,
                 premium=False,
-                content_hash=content_hash(name, description, schema, output),
                 output_schema=_freeze(output) if output is not None else None,
                 method=method,
                 operation=Operation(method, path, op_id, built.body, built.body_type),

@@ -31,7 +31,6 @@ from progressive_mcp.catalog import (
     Param,
     _freeze,
     _thaw,
-    content_hash,
     input_schema,
     method_annotations,
 )
@@ -1083,7 +1082,6 @@ def _build_tool(spec: Spec, tool: ToolSpec, outputs: _Outputs) -> CatalogTool:
         examples=tuple(tool.examples),
         cache_ttl_s=tool.cache_ttl_s if tool.cache_ttl_s is not None else spec.api.default_cache_ttl_s,
         premium=tool.premium,
-        content_hash=content_hash(tool.name, description, schema, output),
         require_any=tuple(tuple(group) for group in tool.require_any),
         output_schema=output,
         method=method,
