@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote
 
 # The handler's code: copied whole, less the modules that only serve local use.
 PACKAGES = ("progressive_mcp", "lambda_fn")
@@ -208,15 +209,42 @@ class AssetInputs:
         for relative in self.source_files():
             add(relative.as_posix(), (self.root / relative).read_bytes())
         add(f"spec {self.spec.name}", self.spec.read_bytes())
-        # Files beside the spec that it may name (a search vocabulary, an OpenAPI document's split parts).
-        for sibling in sorted(self.spec.parent.iterdir()):
-            if sibling != self.spec and sibling.is_file() and sibling.suffix in (".yaml", ".yml", ".json"):
-                add(f"beside the spec {sibling.name}", sibling.read_bytes())
+        for path in spec_files(self.spec):
+            add(f"spec part {path.relative_to(self.spec.parent).as_posix()}", path.read_bytes())
         return digest.hexdigest()
 
     @property
     def spec_json_name(self) -> str:
         return f"{self.spec.stem}.json"
+
+
+# A `$ref` to another file (an OpenAPI document split over many, in JSON or YAML, quoted or not) and a spec's
+# `vocabulary: FILE`; the part after '#' is a place inside the file.
+_FILE_REFERENCE = re.compile(
+    r"""["']?(?:\$ref|vocabulary)["']?\s*:\s*["']?(?![a-z][a-z0-9+.-]*://)([^"'#\s,}{]+\.(?:ya?ml|json))"""
+)
+SPEC_FILES_LIMIT = 20_000
+
+
+def spec_files(spec: Path) -> list[Path]:
+    """The files a spec may read besides itself, sorted: those beside it (YAML or JSON) and, followed from file to
+    file, those its `$ref`s and `vocabulary` name, wherever they are (DigitalOcean's document spans ~2,900 files
+    in nested folders). Only paths are read, not structure: a file named but not used still counts, so a change to
+    it rebuilds the asset, which is the safe side."""
+    spec = spec.resolve()
+    siblings = sorted(path.resolve() for path in spec.parent.iterdir() if path.suffix in (".yaml", ".yml", ".json"))
+    queue, seen = [spec, *siblings], set[Path]()
+    while queue and len(seen) < SPEC_FILES_LIMIT:
+        path = queue.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue  # still hashed as bytes; it names nothing we can read
+        queue.extend((path.parent / unquote(m.group(1))).resolve() for m in _FILE_REFERENCE.finditer(text))
+    return sorted(seen - {spec})
 
 
 def runtime_requirements(pyproject: Path, *, gateway: bool = False) -> list[str]:

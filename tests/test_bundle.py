@@ -458,6 +458,46 @@ def test_fingerprint_follows_sources_spec_and_target_but_not_caches(tmp_path: Pa
     assert fingerprint() != second
 
 
+def test_spec_files_follow_references_into_nested_folders(tmp_path: Path) -> None:
+    """A split OpenAPI document (DigitalOcean's spans ~2,900 files in nested folders) and a vocabulary kept in a
+    subfolder: a change to any file the spec reaches rebuilds the asset; files it never names do not."""
+    api = tmp_path / "api"
+    (api / "resources" / "things" / "models").mkdir(parents=True)
+    (api / "search").mkdir()
+    (api / "unrelated").mkdir()
+    (api / "openapi.yaml").write_text(
+        "paths:\n  /things:\n    $ref: 'resources/things/things.yml'\n"
+        'x-more: {"$ref": "resources/things/list%20view.json#/get"}\n'
+        "remote:\n  $ref: https://example.com/other.yaml\n"
+    )
+    (api / "resources" / "things" / "things.yml").write_text("get:\n  $ref: models/thing.yml#/Thing\n")
+    (api / "resources" / "things" / "list view.json").write_text('{"get": {"$ref": "../../openapi.yaml#/paths"}}')
+    (api / "resources" / "things" / "models" / "thing.yml").write_text("Thing: {type: object}\n")
+    (api / "search" / "words.yaml").write_text("synonyms: {}\n")
+    (api / "unrelated" / "notes.yml").write_text("not: named\n")
+    (api / "openapi.yaml").write_text((api / "openapi.yaml").read_text() + "search:\n  vocabulary: search/words.yaml\n")
+    found = [path.relative_to(api.resolve()).as_posix() for path in bundling.spec_files(api / "openapi.yaml")]
+    assert found == [
+        "resources/things/list view.json",
+        "resources/things/models/thing.yml",
+        "resources/things/things.yml",
+        "search/words.yaml",
+    ]
+    root = tmp_path / "repo"
+    for package in bundling.PACKAGES:
+        shutil.copytree(ROOT / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    inputs = AssetInputs(root=root, spec=api / "openapi.yaml", target=BundleTarget.host(), bytecode=False)
+    first = inputs.fingerprint()
+    (api / "unrelated" / "notes.yml").write_text("still: not named\n")
+    assert inputs.fingerprint() == first
+    (api / "resources" / "things" / "models" / "thing.yml").write_text("Thing: {type: string}\n")
+    second = inputs.fingerprint()
+    assert second != first
+    (api / "search" / "words.yaml").write_text("synonyms: {band: [artist]}\n")
+    assert inputs.fingerprint() != second
+
+
 def test_bytecode_interpreter_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     monkeypatch.delenv(bundling.BUNDLE_PYTHON_ENV, raising=False)
