@@ -59,13 +59,13 @@ class UnknownTool(ToolError):
         self.name = name
         self.suggestions = suggestions
         hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
-        super().__init__(f"Unknown tool {_clip(name)!r}.{hint} {how_to_find}")
+        super().__init__(f"Unknown tool {clip(name)!r}.{hint} {how_to_find}")
 
     def details(self) -> dict[str, Any]:
-        return {"tool_name": _clip(self.name), "suggestions": self.suggestions}
+        return {"tool_name": clip(self.name), "suggestions": self.suggestions}
 
 
-def _clip(text: str, limit: int = 80) -> str:
+def clip(text: str, limit: int = 80) -> str:
     """Echoed input cut to a readable length (a megabyte of tool name must not come back whole)."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

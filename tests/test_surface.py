@@ -118,7 +118,32 @@ def test_a_category_that_is_not_a_string_is_an_error_result(
     """A list or object as the category was an unhashable-type TypeError (a 500 over HTTP)."""
     error, failed = call(surface, tool, arguments)
     assert failed
-    assert "unknown category" in error["error"]["message"]
+    assert "a category is named by a string, not a" in error["error"]["message"]
+    assert "categories: stocks, options," in error["error"]["message"]
+
+
+def test_an_unknown_category_is_answered_with_the_closest_and_never_echoed_whole(surface: Surface) -> None:
+    error, failed = call(surface, "TOOL_LIST", {"category": "Stock"})
+    message = error["error"]["message"]
+    assert failed and "unknown category 'Stock' (did you mean stocks?); categories: stocks," in message
+    error, failed = call(surface, "TOOL_SEARCH", {"query": "price", "category": "z" * 100_000})
+    assert failed and len(error["error"]["message"]) < 500
+
+
+def test_a_catalog_of_many_categories_names_the_closest_not_all() -> None:
+    from progressive_mcp.sources.spec import parse_spec
+
+    names = [f"group_{i:02d}" for i in range(30)] + ["droplets", "droplet_actions"]
+    text = DOTTED_SPEC.replace(
+        "categories: {artist: Artists., track: Tracks.}",
+        "categories: {artist: Artists., track: Tracks., " + ", ".join(f"{n}: {n}." for n in names) + "}",
+    ) + "".join(f"  - {{name: {n}.get, category: {n}, summary: One {n}., description: Use for {n}.}}\n" for n in names)
+    many = Surface(build_catalog(parse_spec(text)))
+    error, failed = call(many, "TOOL_LIST", {"category": "droplet"})
+    message = error["error"]["message"]
+    assert failed and "unknown category 'droplet' (did you mean droplets" in message
+    assert "categories: 34, listed by TOOL_LIST without a category" in message
+    assert "group_07" not in message
 
 
 def test_tool_search_ranks_the_quote_tool_first(surface: Surface) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 
 from progressive_mcp.calls.codemode import execute_definition
 from progressive_mcp.calls.stubs import tool_stubs
-from progressive_mcp.catalog import TOOL_ANNOTATIONS, Catalog, CatalogTool, _thaw
-from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool
+from progressive_mcp.catalog import TOOL_ANNOTATIONS, Catalog, CatalogTool, _thaw, closest_names
+from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool, clip
 from progressive_mcp.search.index import SearchIndex
 
 TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL = "TOOL_LIST", "TOOL_SEARCH", "TOOL_GET", "TOOL_CALL"
@@ -43,6 +43,7 @@ HASH_CHARS = 16
 # and the budget is 450, so the enum may take about 31 tokens: 128 characters at ~4 characters a token. Alpha
 # Vantage's 11 categories take 125; Spotify's 15 (152) and DigitalOcean's 55 tags are described instead.
 MAX_CATEGORY_ENUM_CHARS = 128
+MAX_CATEGORIES_NAMED = 12  # an unknown category's error lists every category up to this many, else the closest
 
 
 def _category_schema(categories: list[str]) -> dict[str, Any]:
@@ -387,6 +388,20 @@ class MetaTools:
         # A list or object is unhashable, so the type check comes first.
         found = self._folded_categories.get(category.strip().lower()) if isinstance(category, str) else None
         if found is None:
-            available = ", ".join(self._by_category)
-            raise self._bad(tool_name, f"unknown category {category!r}; categories: {available}")
+            raise self._bad(tool_name, self._unknown_category(category))
         return [found]
+
+    def _unknown_category(self, category: Any) -> str:
+        names = list(self._by_category)
+        if not isinstance(category, str):
+            return f"a category is named by a string, not a {type(category).__name__}; categories: {self._few(names)}"
+        close = closest_names(category, names)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        return f"unknown category {clip(category)!r}{hint}; categories: {self._few(names)}"
+
+    @staticmethod
+    def _few(names: list[str]) -> str:
+        if len(names) <= MAX_CATEGORIES_NAMED:
+            return ", ".join(names)
+        # DigitalOcean has 55: naming them all would cost the model ~300 tokens at every such mistake
+        return f"{len(names)}, listed by {TOOL_LIST} without a category"
