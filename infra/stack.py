@@ -54,6 +54,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
 from infra.bundling import MONTY_BINARY, TASK_ROOT, AssetInputs, BundleTarget, local_bundler
@@ -626,8 +627,48 @@ class ProgressiveMcpStack(Stack):
             schedule=events.Schedule.rate(Duration.minutes(config.sync_minutes)),
             targets=[targets.LambdaFunction(self.sync_function, retry_attempts=0)],
         )
+        self._first_sync(digest)
         CfnOutput(self, "SyncFunctionName", value=self.sync_function.function_name)
         CfnOutput(self, "ToolIndexTableName", value=self.tool_index_table.table_name)
+
+    def _first_sync(self, servers_digest: str) -> None:
+        """Start a sync of every server when the stack is deployed, and again when a deploy brings a new servers file,
+        so the endpoint has its tools without waiting for the schedule. Asynchronous (`Event`): a server that cannot
+        be reached then does not fail or hold up the deploy; the sync logs it and the schedule tries again."""
+        invoke = cr.AwsSdkCall(
+            service="Lambda",
+            action="invoke",
+            parameters={
+                "FunctionName": self.sync_function.function_name,
+                "InvocationType": "Event",
+                "Payload": json.dumps({"all": True}),
+            },
+            # a new servers file is a new id: CloudFormation updates the resource, which invokes again
+            physical_resource_id=cr.PhysicalResourceId.of(f"first-sync-{servers_digest}"),
+        )
+        # CDK's provider function runs the call; its own role and log group, not the managed basic-execution policy
+        log_group = logs.LogGroup(self, "FirstSyncLogGroup", retention=RETENTION[self.config.log_retention_days])
+        role = iam.Role(
+            self,
+            "FirstSyncRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="progressive-mcp first sync at deploy: its own log group and invoking the sync function only",
+        )
+        log_group.grant_write(role)
+        self.first_sync = cr.AwsCustomResource(
+            self,
+            "FirstSync",
+            on_create=invoke,
+            on_update=invoke,
+            role=role,
+            log_group=log_group,
+            policy=cr.AwsCustomResourcePolicy.from_statements(
+                [iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.sync_function.function_arn])]
+            ),
+            install_latest_aws_sdk=False,  # the runtime's SDK: no download from npm during the deploy
+        )
+        # after the sync function can write the store (its role's policy is attached with the function)
+        self.first_sync.node.add_dependency(self.sync_function)
 
     # --- alarms -------------------------------------------------------------------------------------------
 

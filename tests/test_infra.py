@@ -17,12 +17,13 @@ Run with: .venv/bin/python -m pytest tests/test_infra.py -q
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from aws_cdk import App
@@ -494,9 +495,10 @@ def test_no_wildcard_actions_and_no_wildcard_resources(synths: dict[str, Synth],
             assert "*" not in action, f"wildcard action {action}"
         assert statement["Resource"] != "*"
         assert "*" not in _as_list(statement["Resource"])
-    # The only statements are the ones the tests above pin down: logs, secrets, dynamodb, s3.
+    # The only statements are the ones the tests above pin down: logs, secrets, dynamodb, s3; and for a gateway,
+    # invoking its sync function once at deploy (test_a_deploy_starts_a_first_sync).
     prefixes = {a.split(":")[0] for s in synth.statements() for a in _as_list(s["Action"])}
-    assert prefixes <= {"logs", "secretsmanager", "dynamodb", "s3"}
+    assert prefixes <= {"logs", "secretsmanager", "dynamodb", "s3"} | ({"lambda"} if "gateway" in name else set())
 
 
 # --- alarms ---------------------------------------------------------------------------------------------
@@ -817,6 +819,51 @@ def test_the_gateway_adds_a_tool_store_a_servers_layer_and_a_scheduled_sync(gate
     (staged,) = gateway.outdir.glob("asset.*/progressive-mcp/servers.json")
     assert sorted(p.name for p in staged.parent.parent.rglob("*")) == ["progressive-mcp", "servers.json"]
     assert staged.read_bytes() == (ROOT / "tests/fixtures/servers/remote_servers.json").read_bytes()
+
+
+def test_a_deploy_starts_a_first_sync(gateway: Synth, default: Synth) -> None:
+    """The endpoint has its tools after `cdk deploy` without waiting for the schedule: a custom resource invokes the
+    sync function with {"all": true}, asynchronously (an unreachable server neither fails nor holds up the deploy),
+    on create and whenever the servers file changes."""
+    stack = gateway.stack
+    sync_id = gateway.logical_id(stack.sync_function)
+    (first_id, first) = gateway.one("Custom::AWS")
+
+    def call(which: str) -> dict[str, Any]:
+        joined = first["Properties"][which]["Fn::Join"][1]
+        text = "".join(p if isinstance(p, str) else f"<Ref {p['Ref']}>" for p in joined)
+        return cast(dict[str, Any], json.loads(text))
+
+    digest = hashlib.sha256((ROOT / CONFIGS["gateway"].servers).read_bytes()).hexdigest()[:16]  # type: ignore[operator]
+    for which in ("Create", "Update"):
+        assert call(which) == {
+            "service": "Lambda",
+            "action": "invoke",
+            "parameters": {
+                "FunctionName": f"<Ref {sync_id}>",
+                "InvocationType": "Event",
+                "Payload": json.dumps({"all": True}),
+            },
+            "physicalResourceId": {"id": f"first-sync-{digest}"},
+        }
+    assert sync_id in first["DependsOn"]
+    # its provider may invoke the sync function and write its own log group, nothing else
+    (role_id, _role) = next(
+        (k, v) for k, v in gateway.resources("AWS::IAM::Role").items() if k.startswith("FirstSyncRole")
+    )
+    assert "ManagedPolicyArns" not in _role["Properties"]
+    granted = [
+        statement
+        for policy in gateway.resources("AWS::IAM::Policy").values()
+        if {"Ref": role_id} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    actions = {a for statement in granted for a in _as_list(statement["Action"])}
+    assert actions == {"lambda:InvokeFunction", "logs:CreateLogStream", "logs:PutLogEvents"}
+    invoke = next(st for st in granted if st["Action"] == "lambda:InvokeFunction")
+    assert invoke["Resource"] == {"Fn::GetAtt": [sync_id, "Arn"]}
+    assert first_id.startswith("FirstSync")
+    assert not default.resources("Custom::AWS")
 
 
 def test_the_serving_function_only_reads_the_tool_store_and_the_sync_function_writes_it(gateway: Synth) -> None:
