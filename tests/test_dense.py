@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from factories import make_tool
 
 from progressive_mcp.catalog import CatalogTool, Param
 from progressive_mcp.search import dense
@@ -23,20 +24,8 @@ needs_wordllama = pytest.mark.skipif(
 
 
 def tool(name: str, title: str, summary: str, description: str, category: str, params: tuple[str, ...]) -> CatalogTool:
-    return CatalogTool(
-        name=name,
-        title=title,
-        category=category,
-        summary=summary,
-        description=description,
-        params=tuple(Param(param, "string", False) for param in params),
-        input_schema={},
-        keywords=(),
-        examples=(),
-        cache_ttl_s=0,
-        premium=False,
-        content_hash=name,
-    )
+    parameters = tuple(Param(param, "string", False) for param in params)
+    return make_tool(name, parameters, category=category, title=title, summary=summary, description=description)
 
 
 # Four kinds of API at once, with names in four styles; the queries below share no content word with their tool.

@@ -17,10 +17,10 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 import pytest
+from factories import make_tool
 
 from progressive_mcp.calls.cache import SERVER, MemoryCache, cache_key, caller_entitlement
 from progressive_mcp.calls.upstream import (
@@ -38,7 +38,6 @@ from progressive_mcp.catalog import (
     Dispatch,
     Operation,
     Param,
-    input_schema,
 )
 from progressive_mcp.errors import (
     InvalidArguments,
@@ -102,22 +101,8 @@ def tool_of(
     cache_ttl_s: int = 0,
 ) -> CatalogTool:
     description = f"{name}, a tool made by hand for these tests."
-    schema = input_schema(params, [])
-    return CatalogTool(
-        name=name,
-        title=name,
-        category="things",
-        summary=description,
-        description=description,
-        params=params,
-        input_schema=schema,
-        keywords=(),
-        examples=(),
-        cache_ttl_s=cache_ttl_s,
-        premium=False,
-        method=method,
-        operation=operation,
-        fixed=MappingProxyType(dict(fixed or {})),
+    return make_tool(
+        name, params, description=description, method=method, operation=operation, fixed=fixed, cache_ttl_s=cache_ttl_s
     )
 
 

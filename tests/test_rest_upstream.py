@@ -22,9 +22,10 @@ from typing import Any
 
 import httpx
 import pytest
+from factories import make_tool
 
 from infra.bundling import LOCAL_ONLY_FILES
-from progressive_mcp.catalog import Api, Auth, Catalog, CatalogTool, Operation, Param, input_schema
+from progressive_mcp.catalog import Api, Auth, Catalog, CatalogTool, Operation, Param
 from progressive_mcp.cli import build_parser
 from progressive_mcp.offline.rest_upstream import (
     REQUESTS_PATH,
@@ -66,24 +67,8 @@ def tool(
     fixed: dict[str, str] | None = None,
 ) -> CatalogTool:
     """A REST tool as a source would build it (only what the upstream reads is filled in with care)."""
-    return CatalogTool(
-        name=name,
-        title=name,
-        category="pets",
-        summary=name,
-        description=name,
-        params=params,
-        input_schema=input_schema(params, []),
-        keywords=(),
-        examples=(),
-        cache_ttl_s=0,
-        premium=False,
-        content_hash=name,
-        output_schema=output,
-        method=method,
-        operation=Operation(method, path, name, body, body_type),  # type: ignore[arg-type]
-        fixed=fixed or {},
-    )
+    operation = Operation(method, path, name, body, body_type)  # type: ignore[arg-type]
+    return make_tool(name, params, category="pets", output=output, method=method, operation=operation, fixed=fixed)
 
 
 def path_param(name: str) -> Param:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from factories import make_tool
 from test_spec import TEMPLATE, edit
 
 from progressive_mcp.catalog import CatalogTool, Param
@@ -169,21 +170,7 @@ def test_a_request_to_act_is_off_topic_only_for_a_catalog_that_only_reads() -> N
 def _plain_tool(
     name: str, summary: str, params: tuple[Param, ...] = (), output: dict[str, Any] | None = None
 ) -> CatalogTool:
-    return CatalogTool(
-        name=name,
-        title=summary,
-        category="things",
-        summary=summary,
-        description=summary,
-        params=params,
-        input_schema={},
-        keywords=(),
-        examples=(),
-        cache_ttl_s=0,
-        premium=False,
-        content_hash=name,
-        output_schema=output,
-    )
+    return make_tool(name, params, title=summary, summary=summary, output=output)
 
 
 def test_word_enum_values_and_output_field_names_are_searchable() -> None:
