@@ -44,6 +44,7 @@ LOCAL_ONLY_FILES = frozenset(
         "progressive_mcp/offline/sample_data.py",  # and its arithmetic
         "progressive_mcp/offline/rest_upstream.py",  # any catalog's REST operations
         "progressive_mcp/offline/schema_samples.py",  # sample values of JSON Schemas (the REST upstream's answers)
+        "progressive_mcp/offline/serving.py",  # the loopback HTTP server both upstreams run on
         "progressive_mcp/demo.py",  # `make demo`
         "progressive_mcp/surfaces/stdio.py",  # the stdio server (the mcp SDK, which the asset leaves out)
         "progressive_mcp/__main__.py",  # `python -m progressive_mcp`

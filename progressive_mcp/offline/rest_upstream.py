@@ -47,18 +47,16 @@ import dataclasses
 import json
 import math
 import re
-import socket
 import sys
-import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
 
 from progressive_mcp.catalog import Auth, Catalog, CatalogTool, Param
 from progressive_mcp.offline.schema_samples import dumps, sample_value
+from progressive_mcp.offline.serving import LoopbackServer, ServedUpstream, TrackedHandler
 from progressive_mcp.redaction import MASK, MIN_KEY_CHARS, redact
 
 REQUESTS_PATH = "/__requests"
@@ -413,7 +411,7 @@ def _check_fault(name: str, value: object) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-class RestUpstream:
+class RestUpstream(ServedUpstream):
     """The offline REST upstream for one catalog. Binds on construction, so `url` is known before `start()`.
 
     `api_key`: the only key accepted (default: any non-empty key). `base_path`: where the API is served (default:
@@ -439,53 +437,8 @@ class RestUpstream:
         self.router = Router(catalog, self.base_path)
         self._answers: dict[str, bytes] = {}
         self._records: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._connections: set[socket.socket] = set()
-        self._thread: threading.Thread | None = None
-        self._httpd = _Server((host, port), _Handler)
-        self._httpd.upstream = self
-        self.host = host
-        self.port: int = self._httpd.server_address[1]
+        super().__init__(host, port, _Handler, "rest-upstream")
         self.url = f"http://{host}:{self.port}{self.base_path}"
-
-    # -- lifecycle -------------------------------------------------------------------------------
-
-    def start(self) -> RestUpstream:
-        """Serve in a daemon thread and return self."""
-        if self._thread is None:
-            serve = self._httpd.serve_forever
-            # a short poll interval keeps stop() fast: shutdown() waits for the loop's next poll
-            self._thread = threading.Thread(
-                target=serve, kwargs={"poll_interval": 0.02}, name="rest-upstream", daemon=True
-            )
-            self._thread.start()
-        return self
-
-    def serve_forever(self) -> None:
-        """Serve on the calling thread until interrupted (the CLI's loop)."""
-        try:
-            self._httpd.serve_forever()
-        finally:
-            self._httpd.server_close()
-
-    def stop(self) -> None:
-        """Stop serving and drop kept-alive connections, so no client talks to a stopped server."""
-        if self._thread is not None:
-            self._httpd.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._httpd.server_close()
-        with self._lock:
-            connections = list(self._connections)
-        for connection in connections:
-            with contextlib.suppress(OSError):  # already closed by the client
-                connection.shutdown(socket.SHUT_RDWR)
-
-    def __enter__(self) -> RestUpstream:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- the record and the faults ---------------------------------------------------------------
 
@@ -746,41 +699,12 @@ def _body_problem(
 # --------------------------------------------------------------------------------------------------
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    upstream: RestUpstream
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that gave up (a timeout test, a cancelled call) closes the socket mid-reply: not our error.
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive; every reply sets Content-Length (or has no body)
-    # TCP_NODELAY: headers and body are separate writes; with Nagle on, the client's delayed ACK adds ~40 ms.
-    disable_nagle_algorithm = True
+class _Handler(TrackedHandler):
     server_version = "RestSampleUpstream/1"
 
     @property
     def upstream(self) -> RestUpstream:
-        return cast(_Server, self.server).upstream
-
-    def setup(self) -> None:
-        super().setup()
-        with self.upstream._lock:
-            self.upstream._connections.add(self.connection)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            with self.upstream._lock:
-                self.upstream._connections.discard(self.connection)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # stay quiet, and never log a request line that may carry the key
+        return cast(RestUpstream, cast(LoopbackServer, self.server).upstream)
 
     def _target(self) -> str:
         """The request target exactly as sent (`self.path` may have been normalised: a leading `//` is folded)."""

@@ -81,20 +81,18 @@ import itertools
 import json
 import math
 import random
-import socket
 import statistics
 import sys
-import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from progressive_mcp.offline import sample_data
+from progressive_mcp.offline.serving import LoopbackServer, ServedUpstream, TrackedHandler
 
 SAMPLE_LABEL = "Sample data (synthetic, offline)"
 DESCRIPTION = "Serve deterministic SYNTHETIC Alpha Vantage-shaped data on a local port (no network)."
@@ -3927,38 +3925,12 @@ def _answer_alpha_vantage(params: dict[str, str], faults: Faults, json_only: boo
 # --------------------------------------------------------------------------------------------------
 
 
-class _Server(ThreadingHTTPServer):
-    upstream: SampleUpstream
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that gave up (a timeout test, a cancelled call) closes the socket mid-reply: not our error.
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
-
-
-class _RequestHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, like the real service; every reply sets Content-Length
-    # TCP_NODELAY: headers and body are separate writes; with Nagle on, the client's delayed ACK adds ~40 ms.
-    disable_nagle_algorithm = True
+class _RequestHandler(TrackedHandler):
     server_version = "SampleUpstream/1"
 
     @property
     def upstream(self) -> SampleUpstream:
-        return cast(_Server, self.server).upstream
-
-    def setup(self) -> None:
-        super().setup()
-        self.upstream._track(self.connection, True)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.upstream._track(self.connection, False)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # stay quiet: tests and the demo share a terminal
+        return cast(SampleUpstream, cast(LoopbackServer, self.server).upstream)
 
     def _send(self, reply: Reply) -> None:
         if reply is DISCONNECT:
@@ -4062,59 +4034,15 @@ def _check_fault_value(name: str, value: object) -> None:
         raise ValueError(f"{name} must be true or false")
 
 
-class SampleUpstream:
+class SampleUpstream(ServedUpstream):
     """The synthetic Alpha Vantage server. Binds on construction, so `url` is known before `start()`."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, faults: Faults | None = None) -> None:
         self.faults: Faults = faults if faults is not None else Faults()
         self.requests: list[dict[str, str]] = []  # the log shown to people: the key masked
         self._unmasked: list[dict[str, str]] = []  # the same with the key, for tests that check which key came
-        self._lock = threading.Lock()
-        self._connections: set[socket.socket] = set()
-        self._thread: threading.Thread | None = None
-        self._httpd = _Server((host, port), _RequestHandler)
-        self._httpd.upstream = self
-        self.host = host
-        self.port: int = self._httpd.server_address[1]
+        super().__init__(host, port, _RequestHandler, "sample-upstream")
         self.url = f"http://{host}:{self.port}/query"
-
-    # -- lifecycle -------------------------------------------------------------------------------
-
-    def start(self) -> SampleUpstream:
-        """Serve in a daemon thread and return self."""
-        if self._thread is None:
-            # a short poll interval keeps stop() fast: shutdown() waits for the loop's next poll
-            serve = self._httpd.serve_forever
-            options = {"poll_interval": 0.02}
-            self._thread = threading.Thread(target=serve, kwargs=options, name="sample-upstream", daemon=True)
-            self._thread.start()
-        return self
-
-    def serve_forever(self) -> None:
-        """Serve on the calling thread until interrupted (the CLI's loop)."""
-        try:
-            self._httpd.serve_forever()
-        finally:
-            self._httpd.server_close()
-
-    def stop(self) -> None:
-        """Stop serving and drop kept-alive connections, so no client talks to a stopped server."""
-        if self._thread is not None:
-            self._httpd.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._httpd.server_close()
-        with self._lock:
-            conns = list(self._connections)
-        for conn in conns:
-            with contextlib.suppress(OSError):  # already closed by the client
-                conn.shutdown(socket.SHUT_RDWR)
-
-    def __enter__(self) -> SampleUpstream:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- state -----------------------------------------------------------------------------------
 
@@ -4153,17 +4081,7 @@ class SampleUpstream:
 
     def accept_connections(self) -> None:
         """Listen again on the same port after `refuse_connections()`, and serve."""
-        if self._thread is None:
-            self._httpd = _Server((self.host, self.port), _RequestHandler)
-            self._httpd.upstream = self
-            self.start()
-
-    def _track(self, conn: socket.socket, alive: bool) -> None:
-        with self._lock:
-            if alive:
-                self._connections.add(conn)
-            else:
-                self._connections.discard(conn)
+        self.restart()
 
     def _handle_query(self, params: dict[str, str]) -> Reply:
         logged = {k: ("***" if k == "apikey" else v) for k, v in params.items()}
