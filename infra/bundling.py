@@ -211,7 +211,8 @@ class AssetInputs:
             add(relative.as_posix(), (self.root / relative).read_bytes())
         add(f"spec {self.spec.name}", self.spec.read_bytes())
         for path in spec_files(self.spec):
-            add(f"spec part {path.relative_to(self.spec.parent).as_posix()}", path.read_bytes())
+            # relpath: a `$ref` may lead out of the spec's folder (`../common.yaml`)
+            add(f"spec part {Path(os.path.relpath(path, self.spec.parent)).as_posix()}", path.read_bytes())
         return digest.hexdigest()
 
     @property

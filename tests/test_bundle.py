@@ -475,13 +475,18 @@ def test_spec_files_follow_references_into_nested_folders(tmp_path: Path) -> Non
     (api / "resources" / "things" / "models" / "thing.yml").write_text("Thing: {type: object}\n")
     (api / "search" / "words.yaml").write_text("synonyms: {}\n")
     (api / "unrelated" / "notes.yml").write_text("not: named\n")
-    (api / "openapi.yaml").write_text((api / "openapi.yaml").read_text() + "search:\n  vocabulary: search/words.yaml\n")
-    found = [path.relative_to(api.resolve()).as_posix() for path in bundling.spec_files(api / "openapi.yaml")]
-    assert found == [
+    (tmp_path / "common.yaml").write_text("Shared: {type: object}\n")  # outside the spec's folder
+    (api / "openapi.yaml").write_text(
+        (api / "openapi.yaml").read_text()
+        + "search:\n  vocabulary: search/words.yaml\nshared:\n  $ref: ../common.yaml#/Shared\n"
+    )
+    found = [os.path.relpath(path, api.resolve()) for path in bundling.spec_files(api / "openapi.yaml")]
+    assert found == [  # sorted by absolute path
         "resources/things/list view.json",
         "resources/things/models/thing.yml",
         "resources/things/things.yml",
         "search/words.yaml",
+        "../common.yaml",
     ]
     root = tmp_path / "repo"
     for package in bundling.PACKAGES:
@@ -495,7 +500,10 @@ def test_spec_files_follow_references_into_nested_folders(tmp_path: Path) -> Non
     second = inputs.fingerprint()
     assert second != first
     (api / "search" / "words.yaml").write_text("synonyms: {band: [artist]}\n")
-    assert inputs.fingerprint() != second
+    third = inputs.fingerprint()
+    assert third != second
+    (tmp_path / "common.yaml").write_text("Shared: {type: string}\n")
+    assert inputs.fingerprint() != third
 
 
 def test_bytecode_interpreter_lookup(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -43,7 +43,7 @@ HASH_CHARS = 16
 # and the budget is 450, so the enum may take about 31 tokens: 128 characters at ~4 characters a token. Alpha
 # Vantage's 11 categories take 125; Spotify's 15 (152) and DigitalOcean's 55 tags are described instead.
 MAX_CATEGORY_ENUM_CHARS = 128
-MAX_CATEGORIES_NAMED = 12  # an unknown category's error lists every category up to this many, else the closest
+MAX_CATEGORIES_NAMED = 12  # an unknown category's error lists every category up to this many, else their number
 
 
 def _category_schema(categories: list[str]) -> dict[str, Any]:
