@@ -606,6 +606,82 @@ def test_a_deeply_nested_result_comes_back_as_bounded_json(
 
 
 # --------------------------------------------------------------------------------------------------
+# Amplification: a value the sandbox holds small (its parts shared) that the host would copy in full
+# --------------------------------------------------------------------------------------------------
+
+
+def nested(levels: int, leaf: str = "1") -> str:
+    """A script line building `[...[leaf]*10...]*10`: 10**levels leaves, a few hundred bytes in the sandbox."""
+    return f"x = {leaf}\nfor i in range({levels}):\n    x = [x] * 10\n"
+
+
+# Each is small in the sandbox (8 MB here) and many times that once every shared part is copied out.
+SHARED_RESULTS = [
+    pytest.param(nested(6) + "x", id="nested-lists"),
+    pytest.param('s = "a" * 1000000\n[s] * 20', id="shared-string"),
+    pytest.param("n = 10 ** 4000\n[n] * 3000", id="shared-big-int"),
+    pytest.param(
+        'x = {"k": "v" * 1000}\nfor i in range(4):\n    x = {str(j): x for j in range(10)}\nx', id="shared-dicts"
+    ),
+    pytest.param("t = (1,)\nfor i in range(6):\n    t = (t,) * 10\n{t: 1}", id="shared-tuple-key"),
+    pytest.param(
+        "from dataclasses import dataclass\n@dataclass\nclass P:\n    a: list\n" + nested(6) + "P(a=x)",
+        id="dataclass-field",
+    ),
+    pytest.param(nested(6) + "{'a': x, 'b': x}", id="two-names"),
+]
+
+
+@pytest.mark.parametrize("code", SHARED_RESULTS)
+def test_a_result_larger_than_the_memory_limit_once_copied_is_refused(
+    catalog: Catalog, upstream: SampleUpstream, sandbox: Sandbox, code: str
+) -> None:
+    """Issue 27, finding 1: the host counts every place a shared part appears, against the sandbox's own limit."""
+    surface = make_surface(catalog, upstream, sandbox, memory_mb=8)
+    error = refused(execute(surface, code), "limit", "8 MB", "memory_mb", "copied", limit="memory_mb")
+    assert "return less" in error["message"]
+    assert upstream.requests_snapshot() == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("levels", [8, 9])
+def test_the_reported_amplification_scripts_fail_with_the_default_limits(
+    catalog: Catalog, upstream: SampleUpstream, sandbox: Sandbox, levels: int
+) -> None:
+    """The script of the report (10**8 elements) and a 10**9 variant, at the default 64 MB: refused, not copied."""
+    surface = make_surface(catalog, upstream, sandbox, memory_mb=64, wall_s=20)
+    refused(execute(surface, nested(levels) + "x"), "limit", "64 MB", "memory_mb", limit="memory_mb")
+
+
+def test_an_integer_too_long_for_json_comes_back_as_text(surface: Surface, upstream: SampleUpstream) -> None:
+    """Python writes no int of over 4,300 digits as text: such a result is described, not a server failure."""
+    answer = execute(surface, "[10 ** 5000, 10 ** 40]")
+    assert answer["isError"] is False, answer["structuredContent"]
+    assert answer["structuredContent"]["result"] == ["<an integer of about 5,000 digits>", 10**40]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param(nested(6) + 'await OVERVIEW(symbol=eval("x"))', id="eval-side-steps-the-checker"),
+        pytest.param(nested(9) + 'await OVERVIEW(symbol=eval("x"))', id="10**9-elements"),
+        pytest.param(nested(6) + 'args = {"symbol": x}\nawait GLOBAL_QUOTE(**eval("args"))', id="double-star"),
+        pytest.param(
+            's = "a" * 1000000\nawait GLOBAL_QUOTE(symbol="IBM", **eval(\'{"x" + str(i): s for i in range(4)}\'))',
+            id="shared-string-arguments",
+        ),
+    ],
+)
+def test_tool_arguments_larger_than_their_limit_once_copied_are_refused(
+    surface: Surface, upstream: SampleUpstream, code: str
+) -> None:
+    """The same through a tool call's keyword arguments: refused before any check or request."""
+    error = refused(execute(surface, code), "limit", "max_argument_bytes", limit="max_argument_bytes")
+    assert error["line"] == code.count("\n") + 1
+    assert requests_after_settling(upstream, 0.05) == []
+
+
+# --------------------------------------------------------------------------------------------------
 # Tool calls: names, arguments, await, the call limit and the wall time with calls
 # --------------------------------------------------------------------------------------------------
 

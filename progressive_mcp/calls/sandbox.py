@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
-import math
 import re
 import threading
 import time
@@ -26,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from progressive_mcp.calls.boundary import ValueTooLarge, plain_copy
 from progressive_mcp.errors import ToolError
 
 # The defaults of the limits (each configurable, see ScriptLimits).
@@ -33,6 +33,9 @@ DEFAULT_WALL_S = 20.0
 DEFAULT_MEMORY_MB = 64
 DEFAULT_MAX_CALLS = 50
 DEFAULT_MAX_PRINTED_BYTES = 1024 * 1024  # collected; what comes back is also cut to the token budget
+# One tool call's arguments as the host copies them out of the sandbox: what a TOOL_CALL request may carry (the
+# default PMCP_MAX_BODY_BYTES), so a script's call is no bigger than a client's.
+DEFAULT_MAX_ARGUMENT_BYTES = 1024 * 1024
 MAX_CONCURRENT_CALLS = 8  # tool calls of one script in flight at once
 POOL_WORKERS = 4  # Monty worker processes kept for scripts (each checkout takes one)
 MAX_RECURSION_DEPTH = 200  # ample for a script's own helpers; a runaway recursion stops early
@@ -50,6 +53,7 @@ class ScriptLimits:
     memory_mb: int = DEFAULT_MEMORY_MB
     max_calls: int = DEFAULT_MAX_CALLS
     max_printed_bytes: int = DEFAULT_MAX_PRINTED_BYTES
+    max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
 
 
 @dataclass
@@ -219,6 +223,7 @@ class Sandbox:
                     result = run.drive(snapshot, code)
                 finally:
                     run.stop()
+            value = _result_copy(result, limits, ends_at, clock)  # the worker is back in the pool by now
         except ScriptError as exc:
             exc.printed, exc.calls = exc.printed or _output(printed), calls
             run.mark_unsent()
@@ -236,7 +241,7 @@ class Sandbox:
             limit = "wall_s" if exc.timed_out else None
             message = "The script's worker stopped" + (" at the time limit" if exc.timed_out else " unexpectedly")
             raise ScriptError("limit" if limit else "runtime", message, calls=calls, limit=limit) from None
-        return ScriptOutcome(_plain(result), _output(printed), calls)
+        return ScriptOutcome(value, _output(printed), calls)
 
 
 class _WorkerGone(Exception):
@@ -306,11 +311,30 @@ class _Run:
                 line=line,
                 limit="max_calls",
             )
+        arguments = self._arguments(snapshot.kwargs, name, line)
         log = CallLog(name)
         self.calls.append(log)
         # Sent when the script awaits it (alone or gathered): a call never awaited is never sent.
-        self._waiting[snapshot.call_id] = (function, dict(snapshot.kwargs), log, name, line)
+        self._waiting[snapshot.call_id] = (function, arguments, log, name, line)
         return snapshot.resume({"future": ...})
+
+    def _arguments(self, kwargs: Any, name: str, line: int) -> dict[str, Any]:
+        """A call's keyword arguments copied out of the sandbox, within max_argument_bytes and the deadline."""
+        budget = self.limits.max_argument_bytes
+        try:
+            copied: dict[str, Any] = plain_copy(kwargs, budget_bytes=budget, ends_at=self.ends_at, clock=self.clock)
+        except ValueTooLarge as exc:
+            if exc.reason == "time":
+                self._check_time()
+            raise ScriptError(
+                "limit",
+                f"line {line}: the arguments of {name}(...) take more than {budget:,} bytes once copied out of the "
+                "sandbox (the max_argument_bytes limit; a part the script reuses, as in `[x] * 10`, counts each "
+                "place it appears): pass smaller arguments",
+                line=line,
+                limit="max_argument_bytes",
+            ) from None
+        return copied
 
     def _timed(self, function: ToolFunction, arguments: dict[str, Any], log: CallLog) -> Any:
         started = time.perf_counter()
@@ -464,16 +488,21 @@ def _first_lines(text: str, count: int = 12) -> str:
     return shown if len(shown) <= MAX_MESSAGE_CHARS else shown[: MAX_MESSAGE_CHARS - 1] + "…"
 
 
-def _plain(value: Any) -> Any:
-    """A script's value as JSON data: tuples and sets become lists, other objects their repr."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, set | frozenset):
-        return sorted((_plain(v) for v in value), key=repr)
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return repr(value)
+def _result_copy(result: Any, limits: ScriptLimits, ends_at: float, clock: Callable[[], float]) -> Any:
+    """The script's value copied out of the sandbox as JSON data, within its memory limit and its deadline: a
+    part the script shares is as big on the host as the places it appears (see progressive_mcp.calls.boundary)."""
+    try:
+        return plain_copy(result, budget_bytes=limits.memory_mb * 1024 * 1024, ends_at=ends_at, clock=clock)
+    except ValueTooLarge as exc:
+        if exc.reason == "time":
+            message = (
+                "The script ran out of time while its result was copied out of the sandbox (the wall_s limit); "
+                "return less, e.g. aggregate in the script and return only the answer"
+            )
+            raise ScriptError("limit", message, limit="wall_s") from None
+        message = (
+            f"The script's result takes more than {limits.memory_mb} MB once copied out of the sandbox (the "
+            "memory_mb limit; a part the script reuses, as in `[x] * 10`, counts each place it appears): return "
+            "less, e.g. aggregate in the script and return only the answer"
+        )
+        raise ScriptError("limit", message, limit="memory_mb") from None
