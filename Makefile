@@ -67,6 +67,7 @@ bench: $(STAMP)
 	@$(PY) bench/search_scale.py
 	@$(PY) bench/faults.py
 	@$(PY) bench/code_mode.py
+	@$(PY) bench/sandbox_boundary.py
 	@$(PY) bench/openapi.py
 	@$(PY) bench/load.py
 	@$(PY) bench/semantic.py

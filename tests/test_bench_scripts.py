@@ -126,6 +126,19 @@ def test_code_mode_bench_runs_its_three_scripts() -> None:
         assert line in done.stdout
 
 
+def test_sandbox_boundary_bench_runs_amplification_scripts_as_json() -> None:
+    done = run_bench("sandbox_boundary.py", "--only", "report,arguments-10^9,deep-10^5", "--json", timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    rows = report["rows"]
+    assert list(rows) == ["report", "arguments-10^9", "deep-10^5"]
+    assert rows["report"]["outcome"] == "limit memory_mb"
+    assert rows["arguments-10^9"]["outcome"] == "limit max_argument_bytes"
+    assert rows["deep-10^5"]["outcome"].startswith("answered")
+    assert all(row["peak_growth_mb"] >= 0 and row["seconds"] >= 0 for row in rows.values())
+    assert report["target_mb"] == 128 and report["limits"]["memory_mb"] == 64
+
+
 def test_the_gateway_bench_syncs_real_servers_and_resyncs_one_tool() -> None:
     done = run_bench("gateway.py", "--servers", "2", "--tools", "5", "--no-example", "--json", timeout=120)
     assert done.returncode == 0, done.stderr

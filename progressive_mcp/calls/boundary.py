@@ -20,9 +20,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 # What the host pays for one value wherever it appears: a pointer to it, a JSON separator, a share of its
-# container's header. A container pays CONTAINER_BYTES more; text and numbers also pay their JSON length.
+# container's header. A container pays CONTAINER_BYTES more, a dict DICT_ENTRY_BYTES per key (its hash table; a
+# CPython dict of 10 short keys is 272 bytes); text and numbers also pay their JSON length.
 VALUE_BYTES = 16
 CONTAINER_BYTES = 64
+DICT_ENTRY_BYTES = 40
 # pydantic-monty's own stand-in for a value nested deeper than it converts (its limit is the script's recursion
 # limit); used here too, so a value nested past `max_depth` reads the same whichever side cut it.
 DEEPLY_NESTED = "<deeply nested>"
@@ -84,31 +86,35 @@ class _Copy:
             top = stack[-1]
             depth, target = top.depth + 1, top.target
             frame = None
-            if top.keyed:
-                for key, child in top.parts:
-                    target[self._key(key)], frame = self._value(child, depth)
-                    if frame is not None:
-                        break
-            else:
-                append = target.append
-                for child in top.parts:
-                    kind = type(child)  # the commonest parts first, without a call
-                    quick = True
-                    if kind is int and -SMALL_INT < child < SMALL_INT:
-                        self.spent += VALUE_BYTES + 20
-                    elif kind is str and len(child) < _MEMO_CHARS and child.isascii() and child.isprintable():
-                        self.spent += VALUE_BYTES + len(child)
+            keyed = top.keyed
+            name: Any = None
+            for part in top.parts:
+                # The commonest parts (short plain text, ints that fit a machine word) are counted here, without a
+                # call: the loop runs once for every place of every shared part, until the budget stops it.
+                if keyed:
+                    key, child = part
+                    if type(key) is str and len(key) < _MEMO_CHARS and key.isascii() and key.isprintable():
+                        self.spent += DICT_ENTRY_BYTES + len(key)
+                        name = key
                     else:
-                        quick = False
-                    if quick:
-                        if self.spent > self.check_at:
-                            self._check()
-                        append(child)
-                        continue
-                    copied, frame = self._value(child, depth)
-                    append(copied)
-                    if frame is not None:
-                        break
+                        name = self._key(key)
+                else:
+                    child = part
+                kind = type(child)
+                if kind is int and -SMALL_INT < child < SMALL_INT:
+                    self.spent += VALUE_BYTES + 20
+                elif kind is str and len(child) < _MEMO_CHARS and child.isascii() and child.isprintable():
+                    self.spent += VALUE_BYTES + len(child)
+                else:
+                    child, frame = self._value(child, depth)
+                if self.spent > self.check_at:
+                    self._check()
+                if keyed:
+                    target[name] = child
+                else:
+                    target.append(child)
+                if frame is not None:
+                    break
             if frame is not None:
                 stack.append(frame)  # its parts first, then the rest of this one's
                 continue
@@ -167,6 +173,7 @@ class _Copy:
 
     def _key(self, key: Any) -> str:
         """A dict key as JSON object keys are: text. A tuple key is copied (and charged) like a value first."""
+        self._charge(DICT_ENTRY_BYTES)
         if isinstance(key, str):
             self._charge(self._text_cost(key))
             return key
