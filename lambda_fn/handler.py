@@ -78,6 +78,7 @@ def request_from_event(event: dict[str, Any]) -> HttpRequest:
         query=event.get("rawQueryString") or "",
         headers=event.get("headers") or {},
         body=raw,
+        source_ip=http.get("sourceIp") if isinstance(http.get("sourceIp"), str) else None,
     )
 
 

@@ -938,8 +938,16 @@ def test_more_endless_scripts_than_workers_all_stop_and_the_pool_recovers(
     for thread in threads:
         thread.join(timeout=35)
     assert len(answers) == 6
+    # One caller with the whole pool (no caller id: a single-user process): four run to their limit; the two left
+    # waiting for a worker are refused as busy once their own deadline passes, never later.
+    kinds = sorted(answer["structuredContent"]["error"]["kind"] for answer in answers)
+    assert kinds.count("limit") >= 4 and set(kinds) <= {"limit", "busy"}, kinds
     for answer in answers:
-        refused(answer, "limit", limit="wall_s")
+        error = answer["structuredContent"]["error"]
+        if error["kind"] == "busy":
+            assert error["message"].startswith("busy: ") and error["retry_after_s"] >= 1
+        else:
+            refused(answer, "limit", limit="wall_s")
     normal = execute(surface, 'q = await GLOBAL_QUOTE(symbol="IBM")\nq["Global Quote"]["05. price"]')
     assert normal["isError"] is False and normal["structuredContent"]["result"] == "245.0000"
 

@@ -70,8 +70,17 @@ class CodeMode:
             stubs = self._stubs[key] = tool_stubs(tools)
         return stubs
 
-    def execute(self, args: dict[str, Any], call_tool: CallTool, deadline: float | None) -> dict[str, Any]:
-        """Run `args["code"]`; raises ToolError (InvalidArguments, or ScriptError for a script that failed)."""
+    def execute(
+        self,
+        args: dict[str, Any],
+        call_tool: CallTool,
+        deadline: float | None,
+        *,
+        caller: str | None = None,
+        address: str | None = None,
+    ) -> dict[str, Any]:
+        """Run `args["code"]` for `caller` from `address` (their share of the sandbox: see Sandbox.run); raises
+        ToolError (InvalidArguments, or ScriptError for a script that failed or found no worker)."""
         extra = sorted(set(args) - {"code"})
         code = args.get("code")
         if extra or not isinstance(code, str) or not code.strip():
@@ -82,7 +91,9 @@ class CodeMode:
             raise InvalidArguments(TOOL_EXECUTE, [problem], execute_definition()["inputSchema"])
         used = [self._by_python_name[n] for n in dict.fromkeys(_IDENTIFIER.findall(code)) if n in self._by_python_name]
         functions = {python_name(t.name): _host_function(t, call_tool) for t in used}
-        outcome = self.sandbox.run(code, self._stubs_for(used), functions, self.limits, deadline=deadline)
+        outcome = self.sandbox.run(
+            code, self._stubs_for(used), functions, self.limits, deadline=deadline, caller=caller, address=address
+        )
         answer = {"result": outcome.result, "printed": outcome.printed, "calls": [c.as_json() for c in outcome.calls]}
         return shape_script_answer(answer, self.budget_tokens)
 

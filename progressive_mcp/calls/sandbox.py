@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from progressive_mcp.calls.boundary import ValueTooLarge, plain_copy
+from progressive_mcp.calls.fairness import SandboxBusy, WorkerShares
 from progressive_mcp.errors import ToolError
 
 # The defaults of the limits (each configurable, see ScriptLimits).
@@ -37,7 +38,7 @@ DEFAULT_MAX_PRINTED_BYTES = 1024 * 1024  # collected; what comes back is also cu
 # default PMCP_MAX_BODY_BYTES), so a script's call is no bigger than a client's.
 DEFAULT_MAX_ARGUMENT_BYTES = 1024 * 1024
 MAX_CONCURRENT_CALLS = 8  # tool calls of one script in flight at once
-POOL_WORKERS = 4  # Monty worker processes kept for scripts (each checkout takes one)
+POOL_WORKERS = 4  # Monty worker processes kept for scripts (each checkout takes one; see WorkerShares for who may)
 MAX_RECURSION_DEPTH = 200  # ample for a script's own helpers; a runaway recursion stops early
 MAX_MESSAGE_CHARS = 2_000  # an error message that quotes a huge value is cut (what comes back has a budget)
 
@@ -82,7 +83,8 @@ class ScriptOutcome:
 
 
 class ScriptError(ToolError):
-    """A script that could not run or did not finish: `kind` is syntax, type, runtime or limit."""
+    """A script that could not run or did not finish: `kind` is syntax, type, runtime or limit, or busy (no worker
+    for it now: `retry_after_s` says when to try again)."""
 
     def __init__(
         self,
@@ -93,12 +95,14 @@ class ScriptError(ToolError):
         printed: str = "",
         calls: list[CallLog] | None = None,
         limit: str | None = None,
+        retry_after_s: int | None = None,
     ) -> None:
         self.kind = kind
         self.line = line
         self.printed = printed
         self.calls = calls or []
         self.limit = limit
+        self.retry_after_s = retry_after_s
         super().__init__(message)
 
     def details(self) -> dict[str, Any]:
@@ -107,6 +111,8 @@ class ScriptError(ToolError):
             fields["line"] = self.line
         if self.limit is not None:
             fields["limit"] = self.limit
+        if self.retry_after_s is not None:
+            fields["retry_after_s"] = self.retry_after_s
         if self.printed:
             fields["printed"] = self.printed[-4000:]
         if self.calls:
@@ -125,11 +131,13 @@ class ToolCallFailed(Exception):
 
 
 class Sandbox:
-    """A lazily started pool of Monty workers, shared by every script of this process (thread-safe)."""
+    """A lazily started pool of Monty workers, shared by every script of this process (thread-safe); `shares`
+    says which caller's script may have a worker now."""
 
     def __init__(self, *, workers: int = POOL_WORKERS, binary_path: str | None = None) -> None:
         self.workers = workers
         self.binary_path = binary_path
+        self.shares = WorkerShares(workers)
         self._pool: Any = None
         self._lock = threading.Lock()
 
@@ -162,17 +170,28 @@ class Sandbox:
         *,
         deadline: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        caller: str | None = None,
+        address: str | None = None,
     ) -> ScriptOutcome:
         """Type-check and run `code`; `functions` maps the names the stubs declare to the host's tool calls.
-        Raises ScriptError (syntax, type, runtime or limit) with the line and the message to fix it by.
+        Raises ScriptError (syntax, type, runtime or limit) with the line and the message to fix it by, or
+        of kind busy when `caller` (None: the process's only one) or its network `address` holds its share of
+        the workers, or the pool stays full until the script's deadline (waiting for a worker counts in wall_s).
 
         The pool replaces a worker it finds dead, but one that died just before being checked out (killed by a
         signal, say) fails the first feed it is handed; the script then runs once more on a fresh worker, which
         is safe because it had made no tool call (nothing else of a script leaves the sandbox)."""
+        ends_at = clock() + limits.wall_s
+        if deadline is not None:
+            ends_at = min(ends_at, deadline)
         try:
-            return self._run(code, stubs, functions, limits, deadline, clock, retry=True)
-        except _WorkerGone:
-            return self._run(code, stubs, functions, limits, deadline, clock, retry=False)
+            with self.shares.hold(caller, address, ends_at):
+                try:
+                    return self._run(code, stubs, functions, limits, ends_at, clock, retry=True)
+                except _WorkerGone:
+                    return self._run(code, stubs, functions, limits, ends_at, clock, retry=False)
+        except SandboxBusy as exc:
+            raise ScriptError("busy", str(exc), retry_after_s=exc.retry_after_s) from None
 
     def _run(
         self,
@@ -180,7 +199,7 @@ class Sandbox:
         stubs: str,
         functions: Mapping[str, ToolFunction],
         limits: ScriptLimits,
-        deadline: float | None,
+        ends_at: float,
         clock: Callable[[], float],
         *,
         retry: bool,
@@ -188,15 +207,13 @@ class Sandbox:
         import pydantic_monty as monty
 
         pool = self._monty()
-        ends_at = clock() + limits.wall_s
-        if deadline is not None:
-            ends_at = min(ends_at, deadline)
         printed = monty.CollectString(max_bytes=limits.max_printed_bytes)
         calls: list[CallLog] = []
         run = _Run(functions, limits, calls, ends_at, clock)
         sandbox_limits = {
             "max_memory": limits.memory_mb * 1024 * 1024,
-            "max_feed_duration_secs": max(0.1, limits.wall_s),
+            # What is left of the script's time once it has a worker (a wait for one counts too).
+            "max_feed_duration_secs": max(0.1, min(limits.wall_s, ends_at - clock())),
             "max_recursion_depth": MAX_RECURSION_DEPTH,
         }
         try:
@@ -235,6 +252,9 @@ class Sandbox:
             raise ScriptError("type", message, line=_typing_line(message), calls=calls) from None
         except monty.MontyRuntimeError as exc:
             raise _runtime_error(exc, _output(printed), calls, limits) from None
+        except TimeoutError:  # the pool's own checkout_timeout: a worker not replaced in time
+            message = "busy: no sandbox worker became free in time; retry after 5 s"
+            raise ScriptError("busy", message, calls=calls, retry_after_s=5) from None
         except monty.MontyCrashedError as exc:
             if retry and not calls and not exc.timed_out:
                 raise _WorkerGone from None

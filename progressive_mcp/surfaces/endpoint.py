@@ -40,6 +40,7 @@ from urllib.parse import parse_qsl
 
 from progressive_mcp import __version__
 from progressive_mcp.calls.cache import PUBLIC, SERVER, ResponseCache, ResultStore
+from progressive_mcp.calls.fairness import caller_id
 from progressive_mcp.calls.upstream import UpstreamTransport
 from progressive_mcp.errors import ConfigError, UnknownTool
 from progressive_mcp.redaction import key_problem, redact
@@ -126,6 +127,7 @@ class HttpRequest:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     body: bytes = field(default=b"", repr=False)
     deadline: float | None = None  # time.monotonic() by which tool calls must be done (Lambda: remaining time)
+    source_ip: str | None = None  # the client's address, where the transport knows it (the event's sourceIp)
 
     @classmethod
     def build(
@@ -136,6 +138,7 @@ class HttpRequest:
         query: str | Mapping[str, str] | None = None,
         headers: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
         body: bytes | str = b"",
+        source_ip: str | None = None,
     ) -> HttpRequest:
         """Normalise a request: header names lower-cased (repeats joined by ", "), a raw query string parsed."""
         pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers or ())
@@ -154,6 +157,7 @@ class HttpRequest:
             query=dict(query or {}),
             headers=folded,
             body=body.encode() if isinstance(body, str) else body,
+            source_ip=source_ip or None,
         )
 
 
@@ -440,6 +444,17 @@ class Endpoint:
             )
         return server_key
 
+    def _caller(self, request: HttpRequest, key: str | None) -> str:
+        """Who is calling, for code mode's share of sandbox workers: a digest of the bearer token (server-key
+        mode) or of the caller's own key (passthrough), else the client's address. Never the secret itself."""
+        if self.auth_mode == "server-key":
+            token = _bearer(request.headers.get("authorization"))  # _authorize has checked it
+            if token:
+                return caller_id("token", token)
+        elif key:
+            return caller_id("key", key)
+        return f"address:{request.source_ip}" if request.source_ip else "anonymous"
+
     def _secret(self, provider: Callable[[], _T]) -> _T:
         """A secret from its provider (Secrets Manager on Lambda); its failure is a 503, not a crash."""
         try:
@@ -509,6 +524,8 @@ class Endpoint:
             record=exchange.call,
             entitlement=SERVER if self.auth_mode == "server-key" else PUBLIC,
             deadline=request.deadline,
+            caller=self._caller(request, key),
+            address=request.source_ip,
         )
         if header_version is not None and header_version not in SUPPORTED_VERSIONS:
             meta = params.get("_meta") if params else None

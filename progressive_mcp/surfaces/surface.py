@@ -86,6 +86,12 @@ class CallContext:
     # time.monotonic() by which a tool call must be done (Lambda: the invocation's end, less a margin);
     # the call's own deadline (PMCP_DEADLINE_S) applies too, whichever comes first.
     deadline: float | None = None
+    # Who is calling, for code mode's fair share of sandbox workers (progressive_mcp.calls.fairness): a digest of
+    # the caller's key or bearer token, or "address:..." for a caller without one. None: the process's only
+    # caller (stdio), whose scripts may use the whole pool.
+    caller: str | None = None
+    # The client's network address where the transport knows it (HTTP): all its callers together have a share.
+    address: str | None = None
 
 
 class Surface:
@@ -422,7 +428,7 @@ class Surface:
             return answer.payload, cached_at is not None
 
         try:
-            return _result(self._code.execute(args, call_tool, deadline))
+            return _result(self._code.execute(args, call_tool, deadline, caller=ctx.caller, address=ctx.address))
         except ToolError as exc:
             record.error = type(exc).__name__
             return _error_result(exc, ctx)
