@@ -68,6 +68,7 @@ bench: $(STAMP)
 	@$(PY) bench/faults.py
 	@$(PY) bench/code_mode.py
 	@$(PY) bench/sandbox_boundary.py
+	@$(PY) bench/sandbox_fairness.py
 	@$(PY) bench/openapi.py
 	@$(PY) bench/load.py
 	@$(PY) bench/semantic.py

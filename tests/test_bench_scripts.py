@@ -139,6 +139,16 @@ def test_sandbox_boundary_bench_runs_amplification_scripts_as_json() -> None:
     assert report["target_mb"] == 128 and report["limits"]["memory_mb"] == 64
 
 
+def test_sandbox_fairness_bench_floods_a_server_it_starts_as_json() -> None:
+    done = run_bench("sandbox_fairness.py", "--runaway", "6", "--wall", "3", "--json", timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert sum(report["runaway"].values()) == 6
+    assert report["runaway"].get("busy", 0) >= 4  # over the caller's share: refused at once
+    assert set(report["other_caller"]) == {"ping", "TOOL_SEARCH", "TOOL_EXECUTE (one quote)"}
+    assert all(row["outcome"] == "answered" for row in report["other_caller"].values()), report
+
+
 def test_the_gateway_bench_syncs_real_servers_and_resyncs_one_tool() -> None:
     done = run_bench("gateway.py", "--servers", "2", "--tools", "5", "--no-example", "--json", timeout=120)
     assert done.returncode == 0, done.stderr
