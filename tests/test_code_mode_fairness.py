@@ -35,7 +35,7 @@ from progressive_mcp.surfaces.surface import Surface
 
 KEY_A = "RunAway-Caller-A-1111"
 KEY_B = "Patient-Caller-B-2222"
-WALL_S = 6.0  # the server's script time limit here: runaway scripts hold a worker this long
+WALL_S = 8.0  # the server's script time limit here: runaway scripts hold a worker this long
 RUNAWAY = "i = 0\nwhile True:\n    i += 1"
 QUOTE = 'q = await GLOBAL_QUOTE(symbol="IBM")\nq["Global Quote"]["05. price"]'
 
@@ -93,9 +93,10 @@ async def test_forty_runaway_scripts_of_one_caller_leave_room_for_another(served
     async with caller(served, KEY_A) as a, caller(served, KEY_B) as b:
         runaway = [asyncio.create_task(a.call_tool("TOOL_EXECUTE", {"code": RUNAWAY})) for _ in range(40)]
         waited = time.monotonic()
-        # Those over the caller's share are answered at once; the rest keep their workers for WALL_S.
-        while sum(task.done() for task in runaway) < 38 and time.monotonic() - waited < WALL_S / 2:
-            await asyncio.sleep(0.05)
+        # The first answer to come is one over A's share (refused at once), so A's share is full from then on;
+        # its two scripts keep their workers for WALL_S. (Before the fix none came: B was sent after WALL_S / 2.)
+        while not any(task.done() for task in runaway) and time.monotonic() - waited < WALL_S / 2:
+            await asyncio.sleep(0.02)
         answer = await b.call_tool("TOOL_EXECUTE", {"code": QUOTE})
         still_running = sum(not task.done() for task in runaway)
         results = await asyncio.gather(*runaway)
