@@ -345,7 +345,7 @@ class _Run:
             copied: dict[str, Any] = plain_copy(kwargs, budget_bytes=budget, ends_at=self.ends_at, clock=self.clock)
         except ValueTooLarge as exc:
             if exc.reason == "time":
-                self._check_time()
+                self._check_time()  # past the deadline: raises the wall_s error
             raise ScriptError(
                 "limit",
                 f"line {line}: the arguments of {name}(...) take more than {budget:,} bytes once copied out of the "
