@@ -54,6 +54,7 @@ from progressive_mcp.catalog import (
     method_annotations,
 )
 from progressive_mcp.errors import SpecError
+from progressive_mcp.sources.bounded_yaml import AliasExpansionError, BoundedAliases
 from progressive_mcp.sources.filters import Filter, keep, slug
 
 UPSTREAM_KEY_ENV = "PMCP_UPSTREAM_KEY"
@@ -171,6 +172,8 @@ def parse_text(text: str, source: str) -> Any:
             except ValueError:
                 pass  # YAML flow style, perhaps
         return yaml.load(text, Loader=_Yaml12Loader)  # a safe loader, with YAML 1.2's scalars
+    except AliasExpansionError as exc:
+        raise _Problem(f"{source}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -182,10 +185,11 @@ def parse_text(text: str, source: str) -> Any:
 _YAML11_ONLY = frozenset({"tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp"})
 
 
-class _Yaml12Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """PyYAML's safe loader with YAML 1.2's booleans: OpenAPI documents are YAML 1.2, where `off`, `on`, `yes`
-    and `no` are strings (DigitalOcean's droplet status enum has `off`; YAML 1.1 would make it `false`), and
-    `2020-01-01` is a string too (JSON has no dates: a date object would break every answer that carries it)."""
+class _Yaml12Loader(BoundedAliases, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """PyYAML's safe loader (alias expansion bounded) with YAML 1.2's booleans: OpenAPI documents are YAML 1.2,
+    where `off`, `on`, `yes` and `no` are strings (DigitalOcean's droplet status enum has `off`; YAML 1.1 would
+    make it `false`), and `2020-01-01` is a string too (JSON has no dates: a date object would break every answer
+    that carries it)."""
 
     yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {
         first: [(tag, regexp) for tag, regexp in resolvers if tag not in _YAML11_ONLY]
