@@ -964,6 +964,11 @@ def humanize(name: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _pointer(*keys: str) -> str:
+    """A JSON pointer in the entry document (`#/paths/~1x`), for messages."""
+    return "#" + "".join("/" + key.replace("~", "~0").replace("/", "~1") for key in keys)
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
@@ -1094,6 +1099,15 @@ def build_openapi_catalog(
     paths = document.get("paths")
     if not isinstance(paths, dict) or not paths:
         raise SpecError(source, ["#/paths: the document has no operations (`paths` is missing or empty)"])
+    # A path is appended to the server URL: one that does not start with `/` could continue its host or port
+    # (`http://127.0.0.1:1810` + `{shard}/x`) and send calls, with the key, to a server the caller chooses.
+    unrooted = [str(p) for p in paths if not str(p).startswith("/")]
+    if unrooted:
+        raise SpecError(
+            source,
+            [f"{_pointer('paths', p)}: the path {p!r} does not start with / (a path is appended to the server "
+             "URL, so without one it could name another host)" for p in unrooted],
+        )  # fmt: skip
     report = OpenApiReport(source=source, version=version)
     refs = _Resolver(_Documents(file.parent.resolve()), file.resolve().as_uri(), document)
     converter = _Converter(document, refs, report)
