@@ -163,6 +163,51 @@ def test_host_header_must_be_loopback(server: LocalServer, recorder: Recorder) -
     assert recorder.events[0]["requestContext"]["domainName"] == f"localhost:{server.port}"
 
 
+@pytest.mark.parametrize(
+    "host",
+    [
+        "[::1].evil.example",
+        "[::1].evil.example:{port}",
+        "[::1]evil.example",
+        "[::1]:{port}.evil.example",
+        "[::1]@evil.example",
+        "[::1]:{port}:80",
+        "[::1",
+        "[127.0.0.1]",
+        "[localhost]",
+        "localhost.evil.example",
+        "127.0.0.1.evil.example:{port}",
+        "localhost:{port}@evil.example",
+        "localhost:http",
+        "",
+    ],
+)
+def test_a_host_that_only_starts_like_loopback_is_refused(server: LocalServer, recorder: Recorder, host: str) -> None:
+    host = host.replace("{port}", str(server.port))
+    body = json.dumps(TOOLS_LIST).encode()
+    request = (
+        f"POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
+    assert _status(_raw_exchange(server.port, request)) in (400, 403), host  # h11 refuses some itself (400)
+    absolute = (
+        f"POST http://{host}/mcp HTTP/1.1\r\nHost: localhost:{server.port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
+    assert _status(_raw_exchange(server.port, absolute)) in (400, 403), host
+    assert recorder.events == []
+
+
+def test_every_loopback_host_form_is_still_served(server: LocalServer, recorder: Recorder) -> None:
+    port = server.port
+    hosts = ["localhost", "LOCALHOST", f"localhost:{port}", "127.0.0.1", f"127.0.0.1:{port}", "127.8.9.10"]
+    hosts += ["[::1]", f"[::1]:{port}", f"[0:0:0:0:0:0:0:1]:{port}", "[::ffff:127.0.0.1]"]
+    for host in hosts:
+        ok = httpx.post(server.url, json=TOOLS_LIST, headers={"Host": host}, timeout=10)
+        assert ok.status_code == 200, host
+    assert len(recorder.events) == len(hosts)
+
+
 def _raw_exchange(port: int, request: bytes, *, timeout: float = 5.0) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         sock.sendall(request)
