@@ -528,12 +528,12 @@ def test_cli_serve_server_key_with_the_sample_upstream_makes_a_token() -> None:
 
 
 def test_cli_serve_server_key_names_the_configured_tokens() -> None:
-    env = {"PMCP_ENDPOINT_TOKENS": "tok-one,tok-two", "ALPHAVANTAGE_API_KEY": "a-real-key"}
+    env = {"PMCP_ENDPOINT_TOKENS": f"{TOKEN_ONE},{TOKEN_TWO}", "ALPHAVANTAGE_API_KEY": "a-real-key"}
     with ServeProcess("--sample-upstream", "--auth-mode", "server-key", env=env) as serve:
-        assert "?apikey" not in serve.banner and "tok-one" not in serve.banner
+        assert "?apikey" not in serve.banner and TOKEN_ONE not in serve.banner
         assert "'Authorization: Bearer <token>'" in serve.banner and "PMCP_ENDPOINT_TOKENS" in serve.banner
         response = httpx.post(
-            serve.url, headers={"Authorization": "Bearer tok-two"}, json=quote_call("MSFT"), timeout=10
+            serve.url, headers={"Authorization": f"Bearer {TOKEN_TWO}"}, json=quote_call("MSFT"), timeout=10
         )
         assert response.status_code == 200, response.text
         assert response.json()["result"]["isError"] is False
@@ -573,6 +573,20 @@ def test_cli_serve_on_a_busy_port_exits_2() -> None:
     assert done.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+TOKEN_ONE = "tok-one-5Yq8Lr2Wm0Zx7Nc4Vb1Td9"
+TOKEN_TWO = "tok-two-3Hs6Jf0Ke8Pu2Ga5Xi7Ow1"
+
+
+def test_cli_serve_with_a_too_short_endpoint_token_exits_2_without_showing_it() -> None:
+    command = [sys.executable, "-m", "progressive_mcp.cli", "serve", "--auth-mode", "server-key", "--port", "0"]
+    env = {**_clean_env(), "PMCP_ENDPOINT_TOKENS": f"{TOKEN_ONE},letmein"}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "PMCP_ENDPOINT_TOKENS: token 2 of 2 has 7 characters" in done.stderr
+    assert "letmein" not in done.stderr + done.stdout and TOKEN_ONE not in done.stderr + done.stdout
+    assert "MCP endpoint at" not in done.stdout
 
 
 def test_cli_serve_server_key_without_endpoint_tokens_exits_2() -> None:
