@@ -15,6 +15,9 @@ JSON needs no such bound: it has no aliases, so what it parses to is never large
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
+from itertools import chain
 from typing import Any
 
 import yaml
@@ -58,73 +61,134 @@ def safe_load(text: str) -> Any:
 
 def alias_problem(root: yaml.Node) -> str | None:
     """Why a composed YAML document is unsafe to build: a node that contains itself, or aliases that add more
-    than the limits to what is written. None when it is fine. Iterative, and linear in the nodes written."""
-    sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (values, characters) with every alias expanded
-    finished: list[yaml.Node] = []  # collections in the order their sizes were known (children first)
-    on_path: set[int] = set()
-    written_values = written_chars = 0
-    if isinstance(root, yaml.ScalarNode):
+    than the limits to what is written. None when it is fine. Linear in the nodes written.
+
+    Most documents use no alias, or a few: every node is counted once (by its references, at C speed where it
+    can be), and only the nodes under a node referenced twice are measured one by one. What aliases add is
+    then each such node's expanded size once per reference from outside them, less what they write."""
+    if not isinstance(root, yaml.CollectionNode):
         return None
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        key = id(node)
-        if children_done:
-            on_path.discard(key)
-            values, chars = 1, 0
-            for child in _children(node):
-                child_values, child_chars = sizes[id(child)]
-                values += child_values
-                chars += child_chars
-            sizes[key] = (min(values, _SATURATED), min(chars, _SATURATED))
-            finished.append(node)
-            continue
-        if key in sizes:  # an alias of a node measured already: its size counts again, its nodes do not
-            continue
-        if key in on_path:
-            line = node.start_mark.line + 1
-            return f"line {line}: a YAML alias refers to a node that contains it (a recursive structure)"
-        written_values += 1
-        on_path.add(key)
-        stack.append((node, True))
-        for child in _children(node):
-            child_key = id(child)
-            if child_key in sizes:
-                continue
-            if type(child) is yaml.ScalarNode:  # measured here: most nodes are scalars, and they have no children
-                length = len(child.value)
-                sizes[child_key] = (1, length)
-                written_values += 1
-                written_chars += length
-            else:
-                stack.append((child, False))
-    values, chars = sizes[id(root)]
-    if values - written_values > MAX_ALIAS_VALUES:
-        where = _first_over(finished, sizes, 0, written_values + MAX_ALIAS_VALUES)
-        return (
-            f"{where}YAML aliases expand to more than {MAX_ALIAS_VALUES:,} values beyond the {written_values:,} the "
-            "file writes out; write the values out instead"
-        )
-    if chars - written_chars > MAX_ALIAS_CHARS:
-        where = _first_over(finished, sizes, 1, written_chars + MAX_ALIAS_CHARS)
-        return (
-            f"{where}YAML aliases expand to more than {MAX_ALIAS_CHARS:,} characters of text beyond the "
-            f"{written_chars:,} the file writes out; write the values out instead"
-        )
+    references, nodes = _references(root)
+    shared = [key for key, count in references.items() if count > 1]
+    if not shared:
+        return None
+    measured = _Measured()
+    problem = measured.walk([nodes[key] for key in shared])
+    if problem is not None:
+        return problem
+    added = [0, 0]  # values, characters
+    largest: tuple[int, yaml.Node] | None = None  # the node whose repeats add the most values
+    for key in shared:
+        outside = references[key] - measured.within[key]  # references from nodes no alias repeats
+        for measure in (0, 1):
+            added[measure] += outside * measured.sizes[key][measure]
+        if largest is None or outside * measured.sizes[key][0] > largest[0]:
+            largest = (outside * measured.sizes[key][0], nodes[key])
+    added[0] -= measured.written[0]
+    added[1] -= measured.written[1]
+    for measure, limit, what in ((0, MAX_ALIAS_VALUES, "values"), (1, MAX_ALIAS_CHARS, "characters of text")):
+        if added[measure] > limit:
+            written = _written(nodes.values(), measure)
+            where = measured.first_over(measure, written + limit)
+            if not where and largest is not None:
+                where = f"line {largest[1].start_mark.line + 1}: "
+            return (
+                f"{where}YAML aliases expand to more than {limit:,} {what} beyond the {written:,} the file writes "
+                "out; write the values out instead"
+            )
     return None
 
 
+def _references(root: yaml.Node) -> tuple[Counter[int], dict[int, yaml.Node]]:
+    """How often each node is referenced (the root once), and every node by id: breadth first, each node's
+    children listed once however often it is referenced."""
+    references: Counter[int] = Counter({id(root): 1})
+    nodes: dict[int, yaml.Node] = {id(root): root}
+    level = [root]
+    while level:
+        pairs = [node.value for node in level if type(node) is yaml.MappingNode]
+        items = [node.value for node in level if type(node) is yaml.SequenceNode]
+        children = [*chain.from_iterable(chain.from_iterable(pairs)), *chain.from_iterable(items)]
+        keys = [*map(id, children)]
+        references.update(keys)
+        fresh = {key: child for key, child in zip(keys, children, strict=True) if key not in nodes}
+        nodes.update(fresh)
+        level = [child for child in fresh.values() if type(child) is not yaml.ScalarNode]
+    return references, nodes
+
+
+class _Measured:
+    """Expanded sizes (values, characters) of the nodes under some starting nodes, memoised per node."""
+
+    def __init__(self) -> None:
+        self.sizes: dict[int, tuple[int, int]] = {}
+        self.within: Counter[int] = Counter()  # references to a node from the nodes measured
+        self.written = [0, 0]  # values and characters the measured nodes write out
+        self.finished: list[yaml.Node] = []  # collections in the order their sizes were known (children first)
+
+    def walk(self, starts: list[yaml.Node]) -> str | None:
+        """Measure everything under `starts`; the problem if a node contains itself. Iterative."""
+        sizes, on_path = self.sizes, set()
+        stack: list[tuple[yaml.Node, bool]] = [(node, False) for node in starts]
+        while stack:
+            node, children_done = stack.pop()
+            key = id(node)
+            if children_done:
+                on_path.discard(key)
+                values, chars = 1, 0
+                for child in _children(node):
+                    child_values, child_chars = sizes[id(child)]
+                    values += child_values
+                    chars += child_chars
+                sizes[key] = (min(values, _SATURATED), min(chars, _SATURATED))
+                self.finished.append(node)
+                continue
+            if key in sizes:  # an alias of a node measured already: its size counts again, its nodes do not
+                continue
+            if key in on_path:
+                line = node.start_mark.line + 1
+                return f"line {line}: a YAML alias refers to a node that contains it (a recursive structure)"
+            if type(node) is yaml.ScalarNode:  # a start may be a scalar (an aliased string)
+                self._scalar(node)
+                continue
+            self.written[0] += 1
+            on_path.add(key)
+            stack.append((node, True))
+            for child in _children(node):
+                child_key = id(child)
+                self.within[child_key] += 1
+                if child_key in sizes:
+                    continue
+                if type(child) is yaml.ScalarNode:  # measured here: most nodes are scalars, without children
+                    self._scalar(child)
+                else:
+                    stack.append((child, False))
+        return None
+
+    def _scalar(self, node: yaml.Node) -> None:
+        length = len(node.value)
+        self.sizes[id(node)] = (1, length)
+        self.written[0] += 1
+        self.written[1] += length
+
+    def first_over(self, measure: int, limit: int) -> str:
+        """`line N: ` of the innermost collection that alone expands past `limit` (where the blow-up is)."""
+        for node in self.finished:
+            if self.sizes[id(node)][measure] > limit:
+                return f"line {node.start_mark.line + 1}: "
+        return ""
+
+
+def _written(nodes: Iterable[yaml.Node], measure: int) -> int:
+    """Values (0) or characters (1) a document writes out, each node once."""
+    if measure == 0:
+        return sum(1 for _ in nodes)
+    return sum(len(node.value) for node in nodes if type(node) is yaml.ScalarNode)
+
+
 def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.MappingNode):
+    if type(node) is yaml.MappingNode:
         return [part for pair in node.value for part in pair]
-    if isinstance(node, yaml.SequenceNode):
+    if type(node) is yaml.SequenceNode:
         return list(node.value)
     return []
-
-
-def _first_over(finished: list[yaml.Node], sizes: dict[int, tuple[int, int]], measure: int, limit: int) -> str:
-    """`line N: ` of the innermost collection that alone expands past `limit` (where the blow-up is)."""
-    for node in finished:
-        if sizes[id(node)][measure] > limit:
-            return f"line {node.start_mark.line + 1}: "
-    return ""
