@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from progressive_mcp.calls.cache import CachedAnswer, StoredResult
 from progressive_mcp.errors import ConfigError
-from progressive_mcp.settings import Settings
+from progressive_mcp.settings import MIN_ENDPOINT_TOKEN_CHARS, Settings
 from progressive_mcp.surfaces.endpoint import Endpoint
 from progressive_mcp.tokens import dumps
 
@@ -347,6 +347,14 @@ def parse_endpoint_tokens(secret_id: str, text: str) -> tuple[str, ...]:
     else:
         items = re.split(r"[,\s]+", stripped)
     tokens = tuple(dict.fromkeys(t.strip() for t in items if t.strip() and not _is_placeholder(t.strip())))
+    short = [t for t in tokens if len(t) < MIN_ENDPOINT_TOKEN_CHARS]
+    if short:  # as Settings refuses them in PMCP_ENDPOINT_TOKENS; a secret is read after start, so they are left out
+        logger.warning(
+            f"the endpoint tokens secret holds {len(short)} token{'s' if len(short) > 1 else ''} shorter than "
+            f"{MIN_ENDPOINT_TOKEN_CHARS} characters: left out (callers presenting them get 401); replace them",
+            extra={"secret_id": secret_id},
+        )
+        tokens = tuple(t for t in tokens if len(t) >= MIN_ENDPOINT_TOKEN_CHARS)
     if not tokens:
         logger.warning(
             "the endpoint tokens secret holds no token (empty, the placeholder, or JSON that is neither a list of "

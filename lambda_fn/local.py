@@ -29,6 +29,7 @@ import ipaddress
 import logging
 import os
 import queue
+import re
 import secrets
 import socket
 import sys
@@ -408,7 +409,7 @@ class _LambdaAdapter:
         if self.loopback_only:
             # DNS-rebinding defence for a server bound to loopback (the deployed endpoint has a real domain).
             host_text = (host or b"").decode("latin-1")
-            authority = urlsplit(raw_path.decode("latin-1")).netloc if b"://" in raw_path else host_text
+            authority = _authority(raw_path.decode("latin-1")) if b"://" in raw_path else host_text
             if not (_loopback_host(host_text) and _loopback_host(authority)):
                 raise _Refuse(403, "Host not allowed: this server answers on localhost only")
         # Expect: 100-continue is answered by uvicorn on the first read of the body, so only from here on.
@@ -783,18 +784,36 @@ def _phrase(status: int) -> bytes:
 # --- hosts ------------------------------------------------------------------------------------------------------
 
 
+# A Host header (RFC 9110 7.2) as this server accepts it: a name or IPv4 address, or an IPv6 address in brackets,
+# then an optional `:port` of digits, and nothing else (no userinfo, no text after the `]`).
+_HOST = re.compile(r"(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9._-]+))(?::[0-9]*)?")
+
+
 def _is_loopback(host: str) -> bool:
     if host in LOOPBACK_NAMES:
         return True
     with contextlib.suppress(ValueError):
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host)
+        mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+        return address.is_loopback or (mapped is not None and mapped.is_loopback)
     return False
 
 
 def _loopback_host(host_header: str) -> bool:
-    host = host_header.strip().lower()
-    host = host[1 : host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0] if ":" in host else host
-    return _is_loopback(host)
+    """Whether a Host header (or an absolute-form target's authority) names this machine's loopback interface.
+    The whole value must parse: `[::1].evil.example` or `localhost:80@evil.example` names another host."""
+    match = _HOST.fullmatch(host_header.strip())
+    if match is None:
+        return False
+    if match["ipv6"] is not None:
+        return ":" in match["ipv6"] and _is_loopback(match["ipv6"].lower())  # `[127.0.0.1]` is no IPv6 literal
+    return _is_loopback(match["name"].lower())
+
+
+def _authority(target: str) -> str:
+    """The authority of an absolute-form request target (`http://localhost:8000/mcp` → `localhost:8000`)."""
+    rest = target.split("://", 1)[1]
+    return re.split(r"[/?#]", rest, maxsplit=1)[0]
 
 
 # --- the CLI ----------------------------------------------------------------------------------------------------

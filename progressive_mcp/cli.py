@@ -60,9 +60,8 @@ def _spec_check(args: argparse.Namespace) -> int:
 def _spec_compile(args: argparse.Namespace) -> int:
     import json
 
-    import yaml
-
     from progressive_mcp.sources import load_catalog_with_report
+    from progressive_mcp.sources.bounded_yaml import safe_load
     from progressive_mcp.sources.compiled import dumps
 
     source = Path(args.file) if args.file else default_spec_path()
@@ -76,7 +75,7 @@ def _spec_compile(args: argparse.Namespace) -> int:
     if args.catalog or report is not None or args.include or args.exclude:  # loads without the source's tooling
         text = dumps(catalog) + "\n"
     else:  # our own format stays itself, as JSON (it loads through the same validation as the YAML)
-        data = yaml.load(source.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        data = safe_load(source.read_text(encoding="utf-8"))
         named = isinstance(data.get("search"), dict) and isinstance(data["search"].get("vocabulary"), str)
         if named or args.vocabulary:
             # The vocabulary file goes inside: the JSON is read without the folder it came from.

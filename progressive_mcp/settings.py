@@ -30,6 +30,10 @@ DEFAULT_MAX_BODY_BYTES = 1_048_576
 DEFAULT_LIST_TTL_S = 3600
 DEFAULT_DEADLINE_S = 25.0  # one tool call's whole upstream work; below the stack's 30 s Lambda timeout
 DEFAULT_MAX_UPSTREAM_BYTES = 16 * 1024 * 1024
+# An endpoint bearer token is the only thing between a caller and the server's upstream key: long enough to be
+# out of guessing reach (24 random base64url characters are 144 bits). Tokens this server makes are longer:
+# `serve --sample-upstream`'s 32, the CDK stack's generated secret 48.
+MIN_ENDPOINT_TOKEN_CHARS = 24
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,13 @@ class Settings:
             raise ConfigError(f"PMCP_SCRIPT_MEMORY_MB must be from 8 to 4096, not {limits.memory_mb}")
         if not 1 <= limits.max_calls <= 1000:
             raise ConfigError(f"PMCP_SCRIPT_MAX_CALLS must be from 1 to 1000, not {limits.max_calls}")
+        for number, token in enumerate(self.endpoint_tokens, start=1):
+            if len(token) < MIN_ENDPOINT_TOKEN_CHARS:  # the message never holds the token, nor a part of it
+                raise ConfigError(
+                    f"PMCP_ENDPOINT_TOKENS: token {number} of {len(self.endpoint_tokens)} has {len(token)} characters; "
+                    f"an endpoint token needs at least {MIN_ENDPOINT_TOKEN_CHARS} characters (make one with: python "
+                    "-c 'import secrets; print(secrets.token_urlsafe(32))')"
+                )
         if self.upstream_url is not None and not self.upstream_url.startswith(("http://", "https://")):
             raise ConfigError(f"the upstream URL must start with http:// or https://, not {self.upstream_url!r}")
 

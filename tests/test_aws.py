@@ -58,8 +58,8 @@ TABLE = "pmcp-test-cache"
 BUCKET = "pmcp-test-results"
 # Distinctive values that must never reach a response body or a log line.
 UPSTREAM_KEY = "UpStReAm-KeY-9f3c1a"
-TOKEN = "EnDpOiNt-ToKeN-7d2e4b"
-OLD_TOKEN = "OlD-ToKeN-11aa"
+TOKEN = "EnDpOiNt-ToKeN-7d2e4b-aws-0001"
+OLD_TOKEN = "OlD-ToKeN-11aa-rotated-aws-0002"
 
 
 # --- fixtures and helpers ----------------------------------------------------------------------------
@@ -346,6 +346,13 @@ def test_unconfigured_upstream_key_is_none_and_logged_once_without_the_value(
     warnings = [r for r in caplog.records if r.name == "lambda_fn.aws"]
     assert len(warnings) == 1 and warnings[0].levelname == "WARNING"
     assert UPSTREAM_KEY not in caplog.text
+
+
+def test_tokens_shorter_than_the_minimum_are_left_out_and_logged_without_them(caplog: pytest.LogCaptureFixture) -> None:
+    assert parse_endpoint_tokens("pmcp/tokens", f"{TOKEN},letmein,{OLD_TOKEN[:23]}") == (TOKEN,)
+    (warning,) = [r for r in caplog.records if r.name == "lambda_fn.aws"]
+    assert warning.levelname == "WARNING" and "2 tokens shorter than 24 characters" in warning.getMessage()
+    assert "letmein" not in caplog.text and OLD_TOKEN[:23] not in caplog.text and TOKEN not in caplog.text
 
 
 def test_unconfigured_tokens_are_empty(caplog: pytest.LogCaptureFixture) -> None:

@@ -87,6 +87,16 @@ def test_search_scale_runs_end_to_end() -> None:
     assert "against DESIGN.md" in out
 
 
+def test_the_yaml_bound_bench_measures_loads_and_refuses_both_bombs() -> None:
+    done = run_bench("yaml_bound.py", "--runs", "1", "--json", timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert {"bundled spec", "bundled vocabulary"} <= {row["file"] for row in report["loads"]}
+    assert all(row["measuring_ms"] >= 0 and row["bounded_ms"] > 0 for row in report["loads"])
+    assert [row["bomb"] for row in report["bombs"]] == ["example", "enum"]
+    assert all("YAML aliases expand to more than" in row["outcome"] for row in report["bombs"])
+
+
 def test_load_runs_clients_against_a_server_it_starts() -> None:
     done = run_bench("load.py", "--duration", "2", "--clients", "2", "--json", timeout=120)
 

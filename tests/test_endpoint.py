@@ -64,6 +64,12 @@ def upstream(shared_upstream: SampleUpstream) -> SampleUpstream:
     return shared_upstream
 
 
+# Endpoint tokens: at least 24 characters (progressive_mcp.settings.MIN_ENDPOINT_TOKEN_CHARS).
+TOKEN_A = "tok-A-5F0C2B7E9D1A4C6E8B3F"
+TOKEN_B = "tok-B-1E7A9C3D5B2F8A4C6E0D"
+TOKEN_C = "tok-C-9B2D4F6A8C1E3A5C7E9B"
+
+
 def settings_for(upstream: SampleUpstream, **overrides: Any) -> Settings:
     """Settings for a test endpoint; no response cache unless asked for, so every call reaches the upstream."""
     return Settings.from_env({}, **{"upstream_url": upstream.url, "upstream_retries": 0, "cache": False, **overrides})
@@ -829,7 +835,7 @@ def server_key_endpoint(upstream: SampleUpstream) -> Endpoint:
         settings_for(
             upstream,
             auth_mode="server-key",
-            endpoint_tokens=("tok-A", "tok-B"),
+            endpoint_tokens=(TOKEN_A, TOKEN_B),
             api_key="server-secret-key",
             allowed_origins=("https://app.example.com",),
         )
@@ -842,7 +848,7 @@ def server_key_endpoint(upstream: SampleUpstream) -> Endpoint:
         pytest.param({}, id="none"),
         pytest.param({"Authorization": "Basic dG9rLUE6"}, id="basic"),
         pytest.param({"Authorization": "Bearer "}, id="empty-bearer"),
-        pytest.param({"X-API-Key": "tok-A"}, id="token-in-x-api-key"),
+        pytest.param({"X-API-Key": TOKEN_A}, id="token-in-x-api-key"),
     ],
 )
 def test_server_key_without_bearer_is_401(
@@ -857,7 +863,7 @@ def test_server_key_without_bearer_is_401(
     assert upstream.requests_snapshot(unmasked=True) == []
 
 
-@pytest.mark.parametrize("token", ["tok-C", "tok-a", "tok-A-", "tok-AB", "tok", "server-secret-key"])
+@pytest.mark.parametrize("token", [TOKEN_C, TOKEN_A.lower(), TOKEN_A + "-", TOKEN_A + "B", "tok", "server-secret-key"])
 def test_server_key_wrong_token_is_401_invalid_token(
     server_key_endpoint: Endpoint, upstream: SampleUpstream, token: str
 ) -> None:
@@ -869,7 +875,7 @@ def test_server_key_wrong_token_is_401_invalid_token(
     assert upstream.requests_snapshot(unmasked=True) == []
 
 
-@pytest.mark.parametrize("token", ["tok-A", "tok-B"])
+@pytest.mark.parametrize("token", [TOKEN_A, TOKEN_B])
 def test_server_key_tokens_work_and_the_server_key_goes_upstream(
     server_key_endpoint: Endpoint, upstream: SampleUpstream, token: str
 ) -> None:
@@ -898,9 +904,9 @@ def test_server_key_without_a_server_key_says_the_operator_must_configure_one(
     upstream: SampleUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ALPHAVANTAGE_API_KEY", raising=False)
-    endpoint = Endpoint.from_settings(settings_for(upstream, auth_mode="server-key", endpoint_tokens=("tok-A",)))
+    endpoint = Endpoint.from_settings(settings_for(upstream, auth_mode="server-key", endpoint_tokens=(TOKEN_A,)))
     body = rpc("tools/call", tool_call("TOOL_CALL", QUOTE_CALL))
-    result = result_of(post(endpoint, body, headers={"Authorization": "Bearer tok-A", "X-API-Key": "caller-key"}))
+    result = result_of(post(endpoint, body, headers={"Authorization": f"Bearer {TOKEN_A}", "X-API-Key": "caller-key"}))
     assert result["isError"] is True
     assert result["structuredContent"]["error"]["type"] == "MissingApiKey"
     assert "operator" in result["structuredContent"]["error"]["message"]
@@ -920,7 +926,7 @@ def test_preflight_with_an_allowed_origin(upstream: SampleUpstream, mode: str) -
         settings_for(
             upstream,
             auth_mode=mode,
-            endpoint_tokens=("tok-A",) if mode == "server-key" else None,
+            endpoint_tokens=(TOKEN_A,) if mode == "server-key" else None,
             api_key="server-secret-key" if mode == "server-key" else None,
             allowed_origins=("https://app.example.com",),
         )
@@ -1130,7 +1136,7 @@ def test_passthrough_key_never_appears_in_responses_or_logs(
 def test_server_key_secrets_never_appear_in_responses_or_logs(
     upstream: SampleUpstream, caplog: pytest.LogCaptureFixture
 ) -> None:
-    token, server_key, wrong = "ToKeN-SeCrEt-987", "SeRvEr-KeY-555", "WrOnG-ToKeN-321"
+    token, server_key, wrong = "ToKeN-SeCrEt-987-9c4e2a7b5d1f", "SeRvEr-KeY-555", "WrOnG-ToKeN-321"
     endpoint = Endpoint.from_settings(
         settings_for(upstream, auth_mode="server-key", endpoint_tokens=(token,), api_key=server_key)
     )
@@ -1267,9 +1273,9 @@ def test_a_lone_surrogate_key_through_a_lambda_event_is_answered_not_raised(shar
 
 def test_a_server_key_that_cannot_be_a_secret_fails_calls_with_503(upstream: SampleUpstream) -> None:
     endpoint = Endpoint.from_settings(
-        settings_for(upstream, auth_mode="server-key", endpoint_tokens=("tok-A",), api_key="k")
+        settings_for(upstream, auth_mode="server-key", endpoint_tokens=(TOKEN_A,), api_key="k")
     )
-    response = post(endpoint, rpc("tools/list"), headers={"Authorization": "Bearer tok-A"})
+    response = post(endpoint, rpc("tools/list"), headers={"Authorization": f"Bearer {TOKEN_A}"})
     error = error_of(response, 503, INTERNAL_ERROR)
     assert "operator" in error["message"] and "k" not in error["message"].split()
 

@@ -57,7 +57,7 @@ VERSION_META = "io.modelcontextprotocol/protocolVersion"
 CAPS_META = "io.modelcontextprotocol/clientCapabilities"
 CALLER_KEY = "fuzz-caller-key"
 SERVER_KEY = "fuzz-server-key"
-TOKEN = "fuzz-endpoint-token"
+TOKEN = "fuzz-endpoint-token-8d3f2a1c"
 MAX_BODY_BYTES = 64 * 1024
 # Statuses the endpoint may answer with when the upstream is healthy: anything else (a 5xx) is a bug of ours.
 STATUSES = frozenset({200, 202, 204, 400, 401, 403, 404, 405, 413, 415})

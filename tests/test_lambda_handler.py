@@ -39,7 +39,7 @@ INVALID_PARAMS = -32602
 # Distinctive values that must never reach a log line.
 CALLER_KEY = "CaLlEr-KeY-5b7d1f"
 SERVER_KEY = "SeRvEr-KeY"
-TOKEN = "TokEn-XYZ"
+TOKEN = "TokEn-XYZ-4c8e1b7d3f9a2e6c"
 HEADER_MARKER = "HeAdEr-MaRkEr-31"
 QUERY_MARKER = "QuErY-MaRkEr-77"
 BODY_MARKER = "BoDy-MaRkEr-42"

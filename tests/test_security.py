@@ -58,8 +58,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CALLER_KEY = "CaLLeR+KeY/93f1=ZQ&x"
 INVALID_CALLER_KEY = "invalid-CaLLeR-KeY-5e0b"  # the sample upstream rejects keys that start with "invalid"
 SERVER_KEY = "SeRVeR+KeY/7c2e=Wp"
-TOKEN = "NeW-EnDpOiNt-ToKeN-4b1d"
-OLD_TOKEN = "OlD-EnDpOiNt-ToKeN-9a7c"
+TOKEN = "NeW-EnDpOiNt-ToKeN-4b1d-2c9e"
+OLD_TOKEN = "OlD-EnDpOiNt-ToKeN-9a7c-5f31"
 WRONG_TOKEN = "WrOnG-EnDpOiNt-ToKeN-0000"
 STOLEN = "StOlEn-KeY-d00d"  # what an injection attempt tries to send upstream instead of the caller's key
 
@@ -1116,7 +1116,7 @@ class DigestComparisons:
 
 
 REAL_COMPARE_DIGEST = hmac.compare_digest
-TOKENS = ("short", TOKEN, OLD_TOKEN, "a-much-longer-endpoint-token-" + "z" * 60)
+TOKENS = ("shortest-allowed-token-24", TOKEN, OLD_TOKEN, "a-much-longer-endpoint-token-" + "z" * 60)
 
 
 @pytest.mark.parametrize(

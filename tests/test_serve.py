@@ -163,6 +163,51 @@ def test_host_header_must_be_loopback(server: LocalServer, recorder: Recorder) -
     assert recorder.events[0]["requestContext"]["domainName"] == f"localhost:{server.port}"
 
 
+@pytest.mark.parametrize(
+    "host",
+    [
+        "[::1].evil.example",
+        "[::1].evil.example:{port}",
+        "[::1]evil.example",
+        "[::1]:{port}.evil.example",
+        "[::1]@evil.example",
+        "[::1]:{port}:80",
+        "[::1",
+        "[127.0.0.1]",
+        "[localhost]",
+        "localhost.evil.example",
+        "127.0.0.1.evil.example:{port}",
+        "localhost:{port}@evil.example",
+        "localhost:http",
+        "",
+    ],
+)
+def test_a_host_that_only_starts_like_loopback_is_refused(server: LocalServer, recorder: Recorder, host: str) -> None:
+    host = host.replace("{port}", str(server.port))
+    body = json.dumps(TOOLS_LIST).encode()
+    request = (
+        f"POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
+    assert _status(_raw_exchange(server.port, request)) in (400, 403), host  # h11 refuses some itself (400)
+    absolute = (
+        f"POST http://{host}/mcp HTTP/1.1\r\nHost: localhost:{server.port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
+    assert _status(_raw_exchange(server.port, absolute)) in (400, 403), host
+    assert recorder.events == []
+
+
+def test_every_loopback_host_form_is_still_served(server: LocalServer, recorder: Recorder) -> None:
+    port = server.port
+    hosts = ["localhost", "LOCALHOST", f"localhost:{port}", "127.0.0.1", f"127.0.0.1:{port}", "127.8.9.10"]
+    hosts += ["[::1]", f"[::1]:{port}", f"[0:0:0:0:0:0:0:1]:{port}", "[::ffff:127.0.0.1]"]
+    for host in hosts:
+        ok = httpx.post(server.url, json=TOOLS_LIST, headers={"Host": host}, timeout=10)
+        assert ok.status_code == 200, host
+    assert len(recorder.events) == len(hosts)
+
+
 def _raw_exchange(port: int, request: bytes, *, timeout: float = 5.0) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         sock.sendall(request)
@@ -483,12 +528,12 @@ def test_cli_serve_server_key_with_the_sample_upstream_makes_a_token() -> None:
 
 
 def test_cli_serve_server_key_names_the_configured_tokens() -> None:
-    env = {"PMCP_ENDPOINT_TOKENS": "tok-one,tok-two", "ALPHAVANTAGE_API_KEY": "a-real-key"}
+    env = {"PMCP_ENDPOINT_TOKENS": f"{TOKEN_ONE},{TOKEN_TWO}", "ALPHAVANTAGE_API_KEY": "a-real-key"}
     with ServeProcess("--sample-upstream", "--auth-mode", "server-key", env=env) as serve:
-        assert "?apikey" not in serve.banner and "tok-one" not in serve.banner
+        assert "?apikey" not in serve.banner and TOKEN_ONE not in serve.banner
         assert "'Authorization: Bearer <token>'" in serve.banner and "PMCP_ENDPOINT_TOKENS" in serve.banner
         response = httpx.post(
-            serve.url, headers={"Authorization": "Bearer tok-two"}, json=quote_call("MSFT"), timeout=10
+            serve.url, headers={"Authorization": f"Bearer {TOKEN_TWO}"}, json=quote_call("MSFT"), timeout=10
         )
         assert response.status_code == 200, response.text
         assert response.json()["result"]["isError"] is False
@@ -528,6 +573,20 @@ def test_cli_serve_on_a_busy_port_exits_2() -> None:
     assert done.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+TOKEN_ONE = "tok-one-5Yq8Lr2Wm0Zx7Nc4Vb1Td9"
+TOKEN_TWO = "tok-two-3Hs6Jf0Ke8Pu2Ga5Xi7Ow1"
+
+
+def test_cli_serve_with_a_too_short_endpoint_token_exits_2_without_showing_it() -> None:
+    command = [sys.executable, "-m", "progressive_mcp.cli", "serve", "--auth-mode", "server-key", "--port", "0"]
+    env = {**_clean_env(), "PMCP_ENDPOINT_TOKENS": f"{TOKEN_ONE},letmein"}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "PMCP_ENDPOINT_TOKENS: token 2 of 2 has 7 characters" in done.stderr
+    assert "letmein" not in done.stderr + done.stdout and TOKEN_ONE not in done.stderr + done.stdout
+    assert "MCP endpoint at" not in done.stdout
 
 
 def test_cli_serve_server_key_without_endpoint_tokens_exits_2() -> None:

@@ -15,6 +15,7 @@ import yaml
 
 from progressive_mcp.errors import SpecError
 from progressive_mcp.sources import default_spec_path, load_catalog
+from progressive_mcp.sources.bounded_yaml import MAX_ALIAS_CHARS, MAX_ALIAS_VALUES
 from progressive_mcp.sources.spec import (
     build_catalog,
     load_spec,
@@ -581,9 +582,52 @@ def test_moderately_deep_nesting_is_refused_too(tmp_path: Path) -> None:
 def test_a_huge_description_anchored_into_every_tool_is_refused(tmp_path: Path) -> None:
     tools = "\n".join(f"  - {{name: T{i}, category: stocks, summary: S., description: *big}}" for i in range(128))
     text = TEMPLATE[: TEMPLATE.index("tools:")] + "huge: &big " + "x" * 790_000 + "\ntools:\n" + tools + "\n"
-    problems = spec_problems(tmp_path, text)
-    too_long = [p for p in problems if "description: string should have at most 4000 characters" in p]
-    assert len(too_long) == 128 and len(problems) == 129  # and the unknown field `huge`
+    # 100 million characters once the aliases are expanded: refused as the file is read, before pydantic walks it
+    [problem] = spec_problems(tmp_path, text)
+    assert f"aliases expand to more than {MAX_ALIAS_CHARS:,} characters of text" in problem
+
+
+def test_a_long_description_anchored_into_every_tool_still_loads(tmp_path: Path) -> None:
+    first = "  - {name: T0, category: stocks, summary: S., description: &long " + "y" * 3_000 + "}\n"
+    others = "".join(f"  - {{name: T{i}, category: stocks, summary: S., description: *long}}\n" for i in range(1, 128))
+    path = tmp_path / "spec.yaml"
+    path.write_text(TEMPLATE[: TEMPLATE.index("tools:")] + "tools:\n" + first + others)
+    tools = load_spec(path).tools
+    assert len(tools) == 128 and {t.description for t in tools} == {"y" * 3_000}
+
+
+# A vocabulary of the right shape (lists of short words), so nothing but the aliases can refuse it: one list of
+# 1,000 words written once, used by 1,500 synonyms. Every word is validated and indexed once per use.
+ALIASED_VOCABULARY = (
+    "filler: &words ["
+    + ", ".join(f"w{i:04d}" for i in range(1_000))
+    + "]\nsynonyms:\n"
+    + "".join(f"  s{i}: *words\n" for i in range(1_500))
+)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["named by the spec", "--vocabulary", "spec compile --vocabulary"])
+def test_a_vocabulary_whose_aliases_expand_too_far_is_refused_as_it_is_read(tmp_path: Path, how: str) -> None:
+    vocabulary = tmp_path / "words.yaml"
+    vocabulary.write_text(ALIASED_VOCABULARY)
+    expected = f"YAML aliases expand to more than {MAX_ALIAS_VALUES:,} values"
+    if how == "spec compile --vocabulary":
+        import subprocess
+        import sys
+
+        command = [sys.executable, "-m", "progressive_mcp.cli", "spec", "compile", "--vocabulary", str(vocabulary)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=100, cwd=REPO)
+        assert done.returncode == 1 and str(vocabulary) in done.stderr and expected in done.stderr, done.stderr
+        return
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(TEMPLATE + "search:\n  vocabulary: words.yaml\n")
+    with pytest.raises(SpecError) as caught:
+        if how == "--vocabulary":
+            load_catalog(vocabulary=vocabulary)  # the bundled spec, with a vocabulary of the user's
+        else:
+            load_catalog(spec)
+    assert caught.value.source == str(vocabulary) and expected in str(caught.value)
 
 
 def test_a_file_over_the_size_limit_is_refused_unparsed(tmp_path: Path) -> None:

@@ -19,10 +19,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from progressive_mcp.catalog import Auth, CatalogTool, Operation, Param, _thaw
-from progressive_mcp.errors import InvalidArguments, ToolError
+from progressive_mcp.errors import InvalidArguments, ToolError, clip
 
 # Headers an argument may never set: the credentials (whatever the API's own auth header is called, see
 # `reserved_headers`), and the ones that frame the request, which httpx writes itself.
@@ -97,6 +97,31 @@ def rest_parts(tool: CatalogTool, arguments: Mapping[str, Any], auth: Auth | Non
         body=body,
         content_type=content_type,
     )
+
+
+def request_url(tool: CatalogTool, base_url: str, path: str) -> str:
+    """The URL of a REST call: the base URL with the filled path after it. Raises ToolError, before anything is
+    sent, when that URL would name another scheme, host or port than the base URL: a path that does not start
+    with `/` continues the base URL's authority (`http://127.0.0.1:1810` + `2/v1` is port 18102, `@evil/x`
+    makes the host userinfo), and the key would go with the call."""
+    url = base_url.rstrip("/") + path
+    if _authority(url) != _authority(base_url) or _authority(url) is None:
+        template = tool.operation.path if tool.operation is not None else path
+        raise ToolError(
+            f"{tool.name} cannot be called: its request would go to another server than the API's; nothing was "
+            f"sent (its path {clip(template)!r} does not start with /, so it can change the host; the catalog "
+            "it came from must be fixed)."
+        )
+    return url
+
+
+def _authority(url: str) -> tuple[str, str, str | None, int | None] | None:
+    """(scheme, userinfo and host as written, host, port) of a URL; None when it has no valid authority."""
+    try:
+        parts = urlsplit(url)
+        return parts.scheme.lower(), parts.netloc.lower(), parts.hostname, parts.port
+    except ValueError:  # a port that is not a number, a broken IPv6 literal
+        return None
 
 
 def reserved_headers(auth: Auth | None) -> frozenset[str]:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 from urllib.parse import quote, urlencode
 
-from progressive_mcp.calls.rest import COOKIE_SAFE, FORM, bad_header_text, rest_parts
+from progressive_mcp.calls.rest import COOKIE_SAFE, FORM, bad_header_text, request_url, rest_parts
 from progressive_mcp.catalog import Api, CatalogTool, less_data_options
 from progressive_mcp.errors import (
     MissingApiKey,
@@ -311,7 +311,7 @@ class UpstreamClient:
         if parts.content_type is not None:
             headers.append(("Content-Type", parts.content_type))
         return UpstreamRequest(
-            self.base_url.rstrip("/") + parts.path,
+            request_url(tool, self.base_url, parts.path),  # the API's host, whatever the path says
             (),
             tuple(headers),
             self.timeout_s,

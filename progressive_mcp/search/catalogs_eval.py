@@ -48,6 +48,7 @@ from progressive_mcp.search.evaluation import (
 )
 from progressive_mcp.search.semantic import semantic_enabled
 from progressive_mcp.sources import load_catalog
+from progressive_mcp.sources.bounded_yaml import AliasExpansionError, safe_load
 
 Role = Literal["reference", "tuning", "held-out"]
 ROLES: tuple[Role, ...] = ("reference", "tuning", "held-out")
@@ -152,11 +153,13 @@ def load_manifest(path: str | Path) -> list[ManifestCatalog]:
     """The catalogs of a manifest, paths resolved against its folder and ``{openapi_docs}``."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(str(path), [f"cannot read the file: {exc}"]) from None
     except yaml.YAMLError as exc:
-        raise ManifestError(str(path), [f"not valid YAML: {exc}"]) from None
+        raise ManifestError(
+            str(path), [str(exc) if isinstance(exc, AliasExpansionError) else f"not valid YAML: {exc}"]
+        ) from None
     if not isinstance(data, dict):
         raise ManifestError(str(path), [f"expected a mapping with `catalogs`, got {type(data).__name__}"])
     try:

@@ -79,6 +79,10 @@ def from_data(data: Any, source: str = "<compiled catalog>") -> Catalog:
         raise SpecError(source, [f"a compiled catalog with a broken record ({type(exc).__name__}: {exc})"]) from None
     if data.get("version") not in (None, catalog.version):
         raise SpecError(source, ["its tools do not match the version it was compiled with: compile it again"])
+    routes = [(t.name, t.operation.path) for t in catalog.tools if t.operation is not None]
+    unrooted = [f"{name}: the path {path!r} does not start with /" for name, path in routes if path[:1] != "/"]
+    if unrooted:  # as its source would have been (progressive_mcp.sources.openapi): it could name another host
+        raise SpecError(source, unrooted)
     return catalog
 
 

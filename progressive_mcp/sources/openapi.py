@@ -54,6 +54,7 @@ from progressive_mcp.catalog import (
     method_annotations,
 )
 from progressive_mcp.errors import SpecError
+from progressive_mcp.sources.bounded_yaml import AliasExpansionError, BoundedAliases
 from progressive_mcp.sources.filters import Filter, keep, slug
 
 UPSTREAM_KEY_ENV = "PMCP_UPSTREAM_KEY"
@@ -171,6 +172,8 @@ def parse_text(text: str, source: str) -> Any:
             except ValueError:
                 pass  # YAML flow style, perhaps
         return yaml.load(text, Loader=_Yaml12Loader)  # a safe loader, with YAML 1.2's scalars
+    except AliasExpansionError as exc:
+        raise _Problem(f"{source}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -182,10 +185,11 @@ def parse_text(text: str, source: str) -> Any:
 _YAML11_ONLY = frozenset({"tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp"})
 
 
-class _Yaml12Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """PyYAML's safe loader with YAML 1.2's booleans: OpenAPI documents are YAML 1.2, where `off`, `on`, `yes`
-    and `no` are strings (DigitalOcean's droplet status enum has `off`; YAML 1.1 would make it `false`), and
-    `2020-01-01` is a string too (JSON has no dates: a date object would break every answer that carries it)."""
+class _Yaml12Loader(BoundedAliases, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """PyYAML's safe loader (alias expansion bounded) with YAML 1.2's booleans: OpenAPI documents are YAML 1.2,
+    where `off`, `on`, `yes` and `no` are strings (DigitalOcean's droplet status enum has `off`; YAML 1.1 would
+    make it `false`), and `2020-01-01` is a string too (JSON has no dates: a date object would break every answer
+    that carries it)."""
 
     yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {
         first: [(tag, regexp) for tag, regexp in resolvers if tag not in _YAML11_ONLY]
@@ -960,6 +964,11 @@ def humanize(name: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _pointer(*keys: str) -> str:
+    """A JSON pointer in the entry document (`#/paths/~1x`), for messages."""
+    return "#" + "".join("/" + key.replace("~", "~0").replace("/", "~1") for key in keys)
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
@@ -967,15 +976,26 @@ def _digest(text: str) -> str:
 def validation_findings(path: Path, limit: int = 50) -> list[str]:
     """What `openapi-spec-validator` finds wrong with a document against the OpenAPI specification (up to
     `limit`). Real documents often have findings that harm no tool (OpenAI's repeated `required` entries, Slack's
-    3.0-style `nullable` in a 2.0 document), so these are warnings unless `spec check --strict` says otherwise."""
-    from openapi_spec_validator.readers import read_from_filename
+    3.0-style `nullable` in a 2.0 document), so these are warnings unless `spec check --strict` says otherwise.
+
+    The validator reads the document and every file it `$ref`s through the loader's own reader (`_Documents`):
+    local files inside the document's folder only, never the network, YAML aliases bounded. Left to itself it
+    would fetch `http://` references and read any file a `$ref` names, and quote what it found there."""
     from openapi_spec_validator.validation import (
         OpenAPIV2SpecValidator,
         OpenAPIV30SpecValidator,
         OpenAPIV31SpecValidator,
     )
 
-    document, base_uri = read_from_filename(str(path))
+    file = path.resolve()
+    documents = _Documents(file.parent)
+    root_uri = file.as_uri()
+    try:
+        document = _plain_json(documents.read(root_uri))
+    except _Problem as exc:
+        return [f"the validator could not read the document: {exc}"]
+    if not isinstance(document, dict):
+        return ["the document is not a mapping"]
     version = str(document.get("openapi") or document.get("swagger") or "")
     validator = (
         OpenAPIV2SpecValidator
@@ -984,17 +1004,56 @@ def validation_findings(path: Path, limit: int = 50) -> list[str]:
         if version.startswith("3.1")
         else OpenAPIV30SpecValidator
     )
+
+    class Confined(validator):  # type: ignore[valid-type,misc]
+        resolver_handlers = _ReadersOf(documents)
+
     findings: list[str] = []
     try:
-        for error in validator(document, base_uri=base_uri).iter_errors():
+        for error in Confined(document, base_uri=root_uri).iter_errors():
             where = "/".join(str(p) for p in error.absolute_path)
             findings.append((f"#/{where}: " if where else "") + trim(error.message, 300))
             if len(findings) >= limit:
                 findings.append(f"(stopped after {limit})")
                 break
     except Exception as exc:  # the validator itself fails on some real documents (DigitalOcean's $ref'd tags)
-        findings.append(f"the validator stopped early ({type(exc).__name__}: {trim(str(exc), 200)})")
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, _Problem):  # a $ref the reader refused, wrapped
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            findings.append(f"the validator stopped at a $ref it may not read: {cause}")
+        else:
+            findings.append(f"the validator stopped early ({type(exc).__name__}: {trim(str(exc), 200)})")
     return findings
+
+
+class _ReadersOf(Mapping[str, Any]):
+    """The validator's `$ref` readers by URI scheme (jsonschema-path's `resolver_handlers`): one for every scheme,
+    because for a scheme it has no reader for, jsonschema-path falls back to `urlopen`."""
+
+    def __init__(self, documents: _Documents) -> None:
+        self._documents = documents
+
+    def __getitem__(self, scheme: str) -> Any:
+        return self._read
+
+    def __contains__(self, scheme: object) -> bool:
+        return True
+
+    def __iter__(self) -> Any:
+        return iter(("file",))
+
+    def __len__(self) -> int:
+        return 1
+
+    def _read(self, uri: str) -> Any:
+        return _plain_json(self._documents.read(uri))
+
+
+def _plain_json(data: Any) -> Any:
+    """Parsed YAML as the JSON the validator expects (`200:` keys as strings); a fresh copy each time, as the
+    validator's own readers give it. Alias expansion is bounded when the file is read, so copying is safe."""
+    return json.loads(json.dumps(data, default=str))
 
 
 # --- the whole document ----------------------------------------------------------------------------------------
@@ -1040,6 +1099,15 @@ def build_openapi_catalog(
     paths = document.get("paths")
     if not isinstance(paths, dict) or not paths:
         raise SpecError(source, ["#/paths: the document has no operations (`paths` is missing or empty)"])
+    # A path is appended to the server URL: one that does not start with `/` could continue its host or port
+    # (`http://127.0.0.1:1810` + `{shard}/x`) and send calls, with the key, to a server the caller chooses.
+    unrooted = [str(p) for p in paths if not str(p).startswith("/")]
+    if unrooted:
+        raise SpecError(
+            source,
+            [f"{_pointer('paths', p)}: the path {p!r} does not start with / (a path is appended to the server "
+             "URL, so without one it could name another host)" for p in unrooted],
+        )  # fmt: skip
     report = OpenApiReport(source=source, version=version)
     refs = _Resolver(_Documents(file.parent.resolve()), file.resolve().as_uri(), document)
     converter = _Converter(document, refs, report)

@@ -36,6 +36,7 @@ from progressive_mcp.catalog import (
 )
 from progressive_mcp.errors import SpecError
 from progressive_mcp.search.vocabulary import EMPTY, Vocabulary
+from progressive_mcp.sources.bounded_yaml import AliasExpansionError, BoundedAliases
 
 ParamType = Literal["string", "integer", "number", "boolean"]
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -524,8 +525,8 @@ def _parse_json(text: str) -> tuple[Any, list[tuple[int, str]]]:
 _BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _SpecLoader(_BaseLoader):  # type: ignore[misc,valid-type]
-    """A safe YAML loader (libyaml when available) that notes duplicate mapping keys."""
+class _SpecLoader(BoundedAliases, _BaseLoader):  # type: ignore[misc,valid-type]
+    """A safe YAML loader (libyaml when available), alias expansion bounded, that notes duplicate mapping keys."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
@@ -947,6 +948,8 @@ def _pydantic_message(err: Any) -> str:
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, AliasExpansionError):
+        return str(exc)
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc)
     context = getattr(exc, "context", None)
