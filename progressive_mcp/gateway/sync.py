@@ -11,6 +11,7 @@ says why. A server no longer in the servers file (or disabled) has its documents
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -18,9 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from progressive_mcp.gateway.config import GatewayConfig, ServerConfig
-from progressive_mcp.gateway.connections import ServerUnavailable
+from progressive_mcp.gateway.connections import ServerRefused, ServerUnavailable
 from progressive_mcp.gateway.documents import ToolDocument, documents
 from progressive_mcp.gateway.store import StoredTool, ToolStore
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -131,20 +134,37 @@ READERS = 8  # servers read at once
 ListTools = Callable[[str], list[dict[str, Any]]]
 
 
+class _Unread:
+    """Why a server's tools could not be read (or stored): that server's error in the report, never the sync's."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
 def sync_server(
     server: ServerConfig,
     store: ToolStore,
     list_tools: ListTools,
     *,
     clock: Callable[[], float] = time.time,
-    listed: list[dict[str, Any]] | ServerUnavailable | None = None,
+    listed: list[dict[str, Any]] | _Unread | None = None,
 ) -> ServerSync:
     """Sync one server: read its tools (unless `listed` already holds them, or why they could not be read), diff
-    them with the store, write what changed."""
+    them with the store, write what changed. Whatever goes wrong is this server's error in its ServerSync."""
     if listed is None:
         listed = _read(server, list_tools)
-    if isinstance(listed, ServerUnavailable):
+    if isinstance(listed, _Unread):
         return ServerSync(server.name, error=listed.reason)
+    try:
+        return _store(server, store, listed, clock)
+    except Exception as exc:  # a listing we cannot store (a bug of ours, a store error) costs this server alone
+        logger.warning("storing the tools of %s failed", server.name, extra={"error": type(exc).__name__})
+        return ServerSync(server.name, error=f"its tools could not be stored ({type(exc).__name__})")
+
+
+def _store(
+    server: ServerConfig, store: ToolStore, listed: list[dict[str, Any]], clock: Callable[[], float]
+) -> ServerSync:
     current = documents(server.name, listed)
     state = next((s for s in store.servers() if s.server == server.name), None)
     if state is not None and state.fingerprint != server.fingerprint:
@@ -162,11 +182,18 @@ def sync_server(
     return ServerSync(server.name, change, seq=seq if change.changed else None)
 
 
-def _read(server: ServerConfig, list_tools: ListTools) -> list[dict[str, Any]] | ServerUnavailable:
+def _read(server: ServerConfig, list_tools: ListTools) -> list[dict[str, Any]] | _Unread:
+    """The server's tools, or why they could not be read: unreachable, refused (a protocol error or an answer that
+    is not valid MCP), or anything else (named by its type only: its text may quote a secret)."""
     try:
         return list_tools(server.name)
     except ServerUnavailable as exc:
-        return exc
+        return _Unread(exc.reason)
+    except ServerRefused as exc:
+        return _Unread(str(exc))
+    except Exception as exc:
+        logger.warning("reading the tools of %s failed", server.name, extra={"error": type(exc).__name__})
+        return _Unread(f"reading its tools failed ({type(exc).__name__})")
 
 
 def sync_servers(
