@@ -18,6 +18,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from test_gateway import TOY_TOOLS, toy_entry, toy_tool, write_tools
+from test_gateway_aws import aws  # noqa: F401 (a fixture)
 
 from progressive_mcp.gateway.gateway import Gateway
 
@@ -134,3 +135,116 @@ def test_a_list_tools_that_raises_anything_costs_only_its_own_server(tmp_path: P
     errors = {s.server: s.error for s in report.servers}
     assert errors["b"] is None and errors["a"] is not None and "KeyError" in errors["a"]
     assert [t.document.public_name for t in store.tools()] == ["b.ping"]
+
+
+# Finding 10, the store's half: no secret in the stored fingerprint; the store private to its user.
+
+ARG_SECRET = "arg-secret-value-7731"
+
+
+def secret_arg_servers(tmp_path: Path) -> Path:
+    tools = tmp_path / "toy.json"
+    write_tools(tools, TOY_TOOLS[:2])
+    entry = toy_entry(tools)
+    entry["args"] = [*entry["args"], "--token=${ARG_SECRET}"]  # the toy server ignores arguments after its file
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"toy": entry}}))
+    return servers
+
+
+def store_bytes(index: Path) -> bytes:
+    """Every byte of the SQLite store and its -wal and -shm files."""
+    return b"".join(p.read_bytes() for p in index.parent.glob(index.name + "*"))
+
+
+def test_a_secret_in_args_is_not_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARG_SECRET", ARG_SECRET)
+    servers = secret_arg_servers(tmp_path)
+    index = tmp_path / "index.sqlite3"
+    gateway = Gateway.open(servers, index)
+    try:
+        gateway.sync()
+        assert "toy.add" in gateway.catalog
+        (state,) = gateway.store.servers()
+        assert ARG_SECRET not in state.fingerprint and "${ARG_SECRET}" in state.fingerprint
+        assert ARG_SECRET.encode() not in store_bytes(index)
+    finally:
+        gateway.close()
+
+
+def test_a_changed_command_is_another_server_and_a_rotated_secret_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ARG_SECRET", ARG_SECRET)
+    servers = secret_arg_servers(tmp_path)
+    index = tmp_path / "index.sqlite3"
+    gateway = Gateway.open(servers, index)
+    gateway.sync()
+    gateway.close()
+    monkeypatch.setenv("ARG_SECRET", "rotated-secret-0001")
+    rotated = Gateway.open(servers, index)
+    try:
+        assert rotated.sync().counts["unchanged"] == 2  # the same server: nothing forgotten, nothing re-created
+    finally:
+        rotated.close()
+    data = json.loads(servers.read_text())
+    data["mcpServers"]["toy"]["args"].append("--another-flag")
+    servers.write_text(json.dumps(data))
+    moved = Gateway.open(servers, index)
+    try:
+        assert moved.sync().counts["created"] == 2  # another command line: another server, synced afresh
+    finally:
+        moved.close()
+
+
+def mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_the_store_and_its_folder_are_private_to_their_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("ARG_SECRET", ARG_SECRET)
+    servers = secret_arg_servers(tmp_path)
+    gateway = Gateway.open(servers)  # the default store, under the cache folder
+    try:
+        gateway.sync()
+        index = Path(gateway.store.path)  # type: ignore[attr-defined]
+        files = sorted(index.parent.glob(index.name + "*"))
+        assert {p.name for p in files} >= {index.name, f"{index.name}-wal", f"{index.name}-shm"}
+        assert {p.name: mode(p) for p in files} == {p.name: 0o600 for p in files}
+        assert mode(index.parent) == 0o700
+    finally:
+        gateway.close()
+
+
+def test_an_older_world_readable_store_is_made_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    from progressive_mcp.gateway.store import SqliteToolStore, default_index_path
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    index = default_index_path(tmp_path / "servers.json")
+    index.parent.mkdir(parents=True, mode=0o755)
+    index.parent.chmod(0o755)
+    sqlite3.connect(str(index)).close()
+    index.chmod(0o644)
+    store = SqliteToolStore(index)
+    try:
+        assert mode(index) == 0o600 and mode(index.parent) == 0o700
+    finally:
+        store.close()
+
+
+@pytest.mark.usefixtures("aws")
+def test_a_secret_in_args_is_not_stored_in_dynamodb(tmp_path: Path) -> None:
+    import boto3
+    from test_gateway_aws import REGION, TABLE, lambda_env
+
+    from lambda_fn.sync import run_sync
+
+    servers = secret_arg_servers(tmp_path)
+    report = run_sync({"all": True}, {**lambda_env(servers), "ARG_SECRET": ARG_SECRET})
+    assert report.counts["created"] == 2
+    items = boto3.client("dynamodb", region_name=REGION).scan(TableName=TABLE)["Items"]
+    assert any(i["pk"]["S"] == "server" for i in items)
+    assert ARG_SECRET not in json.dumps(items, default=repr)

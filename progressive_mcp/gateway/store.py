@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -25,6 +26,7 @@ from typing import Protocol
 from progressive_mcp.gateway.documents import ToolDocument
 
 SCHEMA_VERSION = 1
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -101,11 +103,17 @@ class SqliteToolStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        private = str(path) != ":memory:"
+        if private:
+            _private_file(self.path)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        # What a sync overwrites or deletes (an older store's fingerprints, old definitions) is zeroed, not left in
+        # free pages.
+        self._db.execute("PRAGMA secure_delete=ON")
+        if private:
+            _private_file(self.path)  # SQLite made -wal and -shm with the database file's mode: 0600
         self._db.execute("PRAGMA busy_timeout=5000")  # a `sync` in another process waits for this one
         with self._lock:
             self._db.executescript(
@@ -198,6 +206,37 @@ class SqliteToolStore:
     def generation(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+
+
+STORE_FOLDER = "progressive-mcp"  # the folder of the default stores: the cache folder's, and /tmp's on Lambda
+
+
+def _private_file(path: Path) -> None:
+    """Make the store readable by its user alone: the file and its -wal and -shm files 0600 (created so, when new),
+    in a 0700 folder. A missing folder is made 0700; an existing one is tightened only when it is one of ours
+    (`STORE_FOLDER`), as older versions made it 0755: a folder the user chose keeps its mode."""
+    folder = path.parent
+    if not folder.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o700)
+    elif folder.name == STORE_FOLDER:
+        _tighten(folder, 0o700)
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # SQLite gives -wal and -shm this mode too
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if file.exists():
+            _tighten(file, 0o600)
+
+
+def _tighten(path: Path, mode: int) -> None:
+    """chmod a path of ours that others may read; one of another user's is left (and said) as it is."""
+    status = path.stat()
+    if not status.st_mode & 0o077:
+        return
+    try:
+        path.chmod(mode)
+    except OSError as exc:
+        logger.warning("the tool store %s is readable by other users and cannot be made private: %s", path, exc)
 
 
 def _bump(db: sqlite3.Connection) -> None:

@@ -167,7 +167,7 @@ def _store(
 ) -> ServerSync:
     current = documents(server.name, listed)
     state = next((s for s in store.servers() if s.server == server.name), None)
-    if state is not None and state.fingerprint != server.fingerprint:
+    if state is not None and not same_server(state.fingerprint, server):
         store.forget(server.name)  # another command or URL under the old name: a new server, pins and all
     stored = {t.document.name: t for t in store.tools(server.name)}
     change = diff(current, stored)
@@ -227,6 +227,13 @@ def sync_servers(
     return SyncReport(results, time.perf_counter() - started)
 
 
+def same_server(fingerprint: str, server: ServerConfig) -> bool:
+    """Whether a stored fingerprint is `server`'s: today's form, or the one older stores wrote (the command line
+    with `${VAR}` expanded), so upgrading does not make every server a new one (which would trust its tools
+    afresh); the sync then stores today's form."""
+    return fingerprint in (server.fingerprint, server.legacy_fingerprint)
+
+
 def due(config: GatewayConfig, store: ToolStore, now: float) -> list[str]:
     """The enabled servers never synced, or synced longer than their `ttl_s` ago."""
     synced = {s.server: s for s in store.servers()}
@@ -234,6 +241,6 @@ def due(config: GatewayConfig, store: ToolStore, now: float) -> list[str]:
         s.name
         for s in config.enabled
         if s.name not in synced
-        or synced[s.name].fingerprint != s.fingerprint
+        or synced[s.name].fingerprint != s.fingerprint  # an old store's form is rewritten by the sync this asks for
         or now - synced[s.name].synced_at >= s.ttl_s
     ]
