@@ -21,7 +21,8 @@ from typing import Any
 from progressive_mcp.gateway.config import GatewayConfig, ServerConfig
 from progressive_mcp.gateway.connections import ServerRefused, ServerUnavailable
 from progressive_mcp.gateway.documents import ToolDocument, documents
-from progressive_mcp.gateway.store import StoredTool, ToolStore
+from progressive_mcp.gateway.pins import approved_by_sync
+from progressive_mcp.gateway.store import StoredTool, ToolStore, legacy_digest
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ class ServerSync:
 class SyncReport:
     servers: list[ServerSync]
     seconds: float = 0.0
+    withheld: list[dict[str, Any]] = field(default_factory=list)  # `pins.review`s, when the caller adds them
 
     @property
     def counts(self) -> dict[str, int]:
@@ -104,6 +106,7 @@ class SyncReport:
                 }
                 for s in self.servers
             ],
+            **({"withheld": self.withheld} if self.withheld else {}),
         }
 
     def text(self) -> str:
@@ -148,27 +151,30 @@ def sync_server(
     *,
     clock: Callable[[], float] = time.time,
     listed: list[dict[str, Any]] | _Unread | None = None,
+    pinned: bool = False,
 ) -> ServerSync:
     """Sync one server: read its tools (unless `listed` already holds them, or why they could not be read), diff
-    them with the store, write what changed. Whatever goes wrong is this server's error in its ServerSync."""
+    them with the store, write what changed and what is taken as approved (`pins.approved_by_sync`; `pinned`: the
+    server's tools are pinned). Whatever goes wrong is this server's error in its ServerSync."""
     if listed is None:
         listed = _read(server, list_tools)
     if isinstance(listed, _Unread):
         return ServerSync(server.name, error=listed.reason)
     try:
-        return _store(server, store, listed, clock)
+        return _store(server, store, listed, clock, pinned=pinned)
     except Exception as exc:  # a listing we cannot store (a bug of ours, a store error) costs this server alone
         logger.warning("storing the tools of %s failed", server.name, extra={"error": type(exc).__name__})
         return ServerSync(server.name, error=f"its tools could not be stored ({type(exc).__name__})")
 
 
 def _store(
-    server: ServerConfig, store: ToolStore, listed: list[dict[str, Any]], clock: Callable[[], float]
+    server: ServerConfig, store: ToolStore, listed: list[dict[str, Any]], clock: Callable[[], float], *, pinned: bool
 ) -> ServerSync:
     current = documents(server.name, listed)
     state = next((s for s in store.servers() if s.server == server.name), None)
     if state is not None and not same_server(state.fingerprint, server):
         store.forget(server.name)  # another command or URL under the old name: a new server, pins and all
+        state = None
     stored = {t.document.name: t for t in store.tools(server.name)}
     change = diff(current, stored)
     seq = store.apply(
@@ -178,6 +184,7 @@ def _store(
         deleted=change.deleted,
         synced_at=clock(),
         fingerprint=server.fingerprint,
+        approved=approved_by_sync(current, stored, pinned=pinned, first_sync=state is None),
     )
     return ServerSync(server.name, change, seq=seq if change.changed else None)
 
@@ -214,7 +221,7 @@ def sync_servers(
     with ThreadPoolExecutor(max_workers=max(1, min(READERS, len(chosen)))) as readers:
         listings = list(readers.map(lambda server: _read(server, list_tools), chosen))
     results = [
-        sync_server(server, store, list_tools, clock=clock, listed=listed)
+        sync_server(server, store, list_tools, clock=clock, listed=listed, pinned=server.pin or config.pin)
         for server, listed in zip(chosen, listings, strict=True)
     ]
     if prune if prune is not None else wanted is None:
@@ -228,10 +235,13 @@ def sync_servers(
 
 
 def same_server(fingerprint: str, server: ServerConfig) -> bool:
-    """Whether a stored fingerprint is `server`'s: today's form, or the one older stores wrote (the command line
-    with `${VAR}` expanded), so upgrading does not make every server a new one (which would trust its tools
-    afresh); the sync then stores today's form."""
-    return fingerprint in (server.fingerprint, server.legacy_fingerprint)
+    """Whether a stored fingerprint is `server`'s: today's form, or the one stores of schema 1 wrote (the command
+    line with `${VAR}` expanded), as they hold it or as their migration left it (its digest), so upgrading does not
+    make every server a new one (which would trust its tools afresh); the sync then stores today's form."""
+    if fingerprint == server.fingerprint:
+        return True
+    legacy = server.legacy_fingerprint
+    return fingerprint in (legacy, legacy_digest(legacy))
 
 
 def due(config: GatewayConfig, store: ToolStore, now: float) -> list[str]:
