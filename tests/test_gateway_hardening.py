@@ -544,3 +544,63 @@ def test_a_schema_1_dynamodb_table_is_migrated_by_the_sync_function(tmp_path: Pa
     assert report.counts == {"created": 0, "updated": 0, "deleted": 0, "unchanged": 2, "failed": 0}
     assert [w["name"] for w in report.withheld] == ["toy.add"]
     assert ARG_SECRET not in json.dumps(client.scan(TableName=TABLE)["Items"], default=repr)
+
+
+# Finding 11: two servers' tools never share one code-mode function name.
+
+
+@pytest.fixture
+def clashing(tmp_path: Path) -> Any:
+    """`aws` with `docs_search` (adds) and `aws-docs` with `search` (echoes): both were `aws_docs_search()`."""
+    adds = tmp_path / "aws.json"
+    write_tools(adds, [{**TOY_TOOLS[1], "name": "docs_search"}])
+    echoes = tmp_path / "aws-docs.json"
+    write_tools(echoes, [toy_tool("search", "Search the documentation.", a={"type": "number"}, b={"type": "number"})])
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"aws": toy_entry(adds), "aws-docs": toy_entry(echoes)}}))
+    gateway = Gateway.open(servers, tmp_path / "clash.sqlite3")
+    gateway.sync()
+    yield gateway
+    gateway.close()
+
+
+def test_two_servers_tools_get_distinct_code_mode_names_that_reach_their_own_server(clashing: Gateway) -> None:
+    from test_gateway import surface_of
+
+    from progressive_mcp.surfaces.surface import CallContext
+
+    surface = surface_of(clashing, mode="code")
+    got = surface.call_tool_wire("TOOL_GET", {"tool_name": ["aws.docs_search", "aws-docs.search"]}, CallContext())
+    names = re.findall(r"async def (\w+)\(", got["structuredContent"]["stubs"])
+    assert len(names) == 2 and len(set(names)) == 2, names
+
+    def alone(tool: str) -> str:  # TOOL_GET of one tool shows the name a script uses for it among all tools
+        stubs = surface.call_tool_wire("TOOL_GET", {"tool_name": tool}, CallContext())["structuredContent"]["stubs"]
+        return str(re.findall(r"async def (\w+)\(", stubs)[0])
+
+    adds, echoes = alone("aws.docs_search"), alone("aws-docs.search")
+    assert {adds, echoes} == set(names)
+    ran = surface.call_tool_wire("TOOL_EXECUTE", {"code": f"[await {adds}(a=1, b=2), await {echoes}(a=1, b=2)]"},
+                                 CallContext())  # fmt: skip
+    assert not ran["isError"], ran
+    assert ran["structuredContent"]["result"] == [{"sum": 3}, {"a": 1, "b": 2}]
+    # The name both had is refused with a message naming the two, not sent to either server.
+    refused = surface.call_tool_wire("TOOL_EXECUTE", {"code": "await aws_docs_search(a=1, b=2)"}, CallContext())
+    message = refused["structuredContent"]["error"]["message"]
+    assert refused["isError"] and "aws.docs_search" in message and "aws-docs.search" in message
+    assert adds in message and echoes in message
+
+
+def test_code_mode_names_are_stable_and_unique() -> None:
+    from progressive_mcp.calls.stubs import python_names
+
+    names = python_names(["aws.docs_search", "aws-docs.search", "GLOBAL_QUOTE", "artist.getInfo"])
+    assert names["GLOBAL_QUOTE"] == "GLOBAL_QUOTE" and names["artist.getInfo"] == "artist_getInfo"
+    assert names["aws.docs_search"] != names["aws-docs.search"] and len(set(names.values())) == 4
+    assert python_names(["aws-docs.search", "aws.docs_search"]) == {
+        k: names[k] for k in ("aws-docs.search", "aws.docs_search")
+    }
+    # A tool whose own name is what a clash would give another keeps it; the clashing ones still differ.
+    taken = names["aws.docs_search"]
+    again = python_names(["aws.docs_search", "aws-docs.search", taken])
+    assert len(set(again.values())) == 3 and again[taken] == taken

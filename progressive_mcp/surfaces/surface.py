@@ -144,7 +144,9 @@ class Surface:
         self.sandbox = sandbox if sandbox is not None else shared_sandbox()
         self.script_limits = script_limits or ScriptLimits()
         self._code = (
-            CodeMode(self.meta.tools, self.sandbox, self.script_limits, max_result_tokens) if mode == "code" else None
+            CodeMode(self.meta.tools, self.sandbox, self.script_limits, max_result_tokens, self.meta.python_names)
+            if mode == "code"
+            else None
         )
         # Each catalog tool's wire definition, made once and shared by every variant of this surface. The SDK's
         # models of them (for the stdio server) are made on the first `list_tools()`: mcp_types is not imported
