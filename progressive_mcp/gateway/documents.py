@@ -14,8 +14,10 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from progressive_mcp.gateway.limits import bound_definition
 
 MAX_TOOL_NAME = 128  # MCP's limit on a tool name
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -56,18 +58,22 @@ def _canonical(value: Any) -> str:
 
 @dataclass(frozen=True)
 class ToolDocument:
-    """A tool as one server lists it: `definition` is its wire JSON (tools/list), `hash` its `tool_hash`."""
+    """A tool as one server lists it: `definition` is its wire JSON (tools/list) within the gateway's bounds
+    (`limits`), `hash` the `tool_hash` of the definition as listed, before any cut."""
 
     server: str
     name: str  # the server's own name for it
     public_name: str  # the name agents see: SERVER.TOOL
     definition: Mapping[str, Any]
     hash: str
+    notes: tuple[str, ...] = field(default=(), compare=False)  # what `limits` cut (not stored: made at each sync)
 
     @classmethod
     def of(cls, server: str, definition: Mapping[str, Any], public_name: str | None = None) -> ToolDocument:
         name = str(definition["name"])
-        return cls(server, name, public_name or public_names(server, [name])[name], definition, tool_hash(definition))
+        bounded, cuts = bound_definition(definition)  # hashed before the cut: a change past it is a change
+        public = public_name or public_names(server, [name])[name]
+        return cls(server, name, public, bounded, tool_hash(definition), tuple(cuts))
 
 
 def documents(server: str, definitions: Iterable[Mapping[str, Any]]) -> list[ToolDocument]:

@@ -21,6 +21,7 @@ from typing import Any
 from progressive_mcp.gateway.config import GatewayConfig, ServerConfig
 from progressive_mcp.gateway.connections import ServerRefused, ServerUnavailable
 from progressive_mcp.gateway.documents import ToolDocument, documents
+from progressive_mcp.gateway.limits import bound_listing
 from progressive_mcp.gateway.pins import approved_by_sync
 from progressive_mcp.gateway.store import StoredTool, ToolStore, legacy_digest
 
@@ -51,7 +52,11 @@ def diff(current: Iterable[ToolDocument], stored: Mapping[str, StoredTool]) -> D
         before = stored.get(doc.name)
         if before is None:
             created.append(doc)
-        elif before.document.hash != doc.hash or before.document.public_name != doc.public_name:
+        elif (
+            before.document.hash != doc.hash
+            or before.document.public_name != doc.public_name
+            or before.document.definition != doc.definition  # the same tool, cut otherwise (an older version's)
+        ):
             updated.append(doc)
         else:
             unchanged += 1
@@ -68,6 +73,7 @@ class ServerSync:
     error: str | None = None
     seq: int | None = None  # the store's sync number, when documents were written
     removed: bool = False  # the server left the servers file: its documents were deleted
+    notes: list[str] = field(default_factory=list)  # what the gateway's bounds cut or left out (`limits`)
 
 
 @dataclass
@@ -102,6 +108,7 @@ class SyncReport:
                     "deleted": [f"{s.server}.{name}" for name in s.diff.deleted],
                     "unchanged": s.diff.unchanged,
                     **({"error": s.error} if s.error else {}),
+                    **({"notes": s.notes} if s.notes else {}),
                     **({"removed": True} if s.removed else {}),
                 }
                 for s in self.servers
@@ -125,6 +132,9 @@ class SyncReport:
             lines += [f"  + {doc.public_name}" for doc in d.created]
             lines += [f"  ~ {doc.public_name}" for doc in d.updated]
             lines += [f"  - {s.server}.{name}" for name in d.deleted]
+            lines += [f"  ! {note}" for note in s.notes[:MAX_NOTES_SHOWN]]
+            if len(s.notes) > MAX_NOTES_SHOWN:
+                lines.append(f"  ! … and {len(s.notes) - MAX_NOTES_SHOWN} more (--json lists them all)")
         c = self.counts
         lines.append(
             f"total: {c['created']} created, {c['updated']} updated, {c['deleted']} deleted, {c['unchanged']} "
@@ -134,6 +144,7 @@ class SyncReport:
 
 
 READERS = 8  # servers read at once
+MAX_NOTES_SHOWN = 20  # of one server's notes, in the text report
 ListTools = Callable[[str], list[dict[str, Any]]]
 
 
@@ -170,7 +181,9 @@ def sync_server(
 def _store(
     server: ServerConfig, store: ToolStore, listed: list[dict[str, Any]], clock: Callable[[], float], *, pinned: bool
 ) -> ServerSync:
-    current = documents(server.name, listed)
+    bounded, notes = bound_listing(server.name, listed)
+    current = documents(server.name, bounded)
+    notes += [f"{doc.public_name}: {'; '.join(doc.notes)}" for doc in current if doc.notes]
     state = next((s for s in store.servers() if s.server == server.name), None)
     if state is not None and not same_server(state.fingerprint, server):
         store.forget(server.name)  # another command or URL under the old name: a new server, pins and all
@@ -186,7 +199,7 @@ def _store(
         fingerprint=server.fingerprint,
         approved=approved_by_sync(current, stored, pinned=pinned, first_sync=state is None),
     )
-    return ServerSync(server.name, change, seq=seq if change.changed else None)
+    return ServerSync(server.name, change, seq=seq if change.changed else None, notes=notes)
 
 
 def _read(server: ServerConfig, list_tools: ListTools) -> list[dict[str, Any]] | _Unread:
