@@ -23,7 +23,16 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from lambda_fn.aws import ENV_INDEX_TABLE, ENV_SERVERS_SECRET, _client, _session, fast_config, servers_environ
+from lambda_fn.aws import (
+    ENV_INDEX_TABLE,
+    ENV_SERVERS_SECRET,
+    _client,
+    _session,
+    check_servers_references,
+    fast_config,
+    servers_environ,
+    servers_variables,
+)
 from lambda_fn.toolstore import DynamoToolStore
 from progressive_mcp.errors import ConfigError
 from progressive_mcp.gateway import pins
@@ -42,7 +51,9 @@ def run_sync(event: Mapping[str, Any], env: Mapping[str, str], *, session: Any =
         raise ConfigError(f"the sync function needs PMCP_SERVERS and {ENV_INDEX_TABLE}")
     session = session or _session(env)
     secret = env.get(ENV_SERVERS_SECRET)
-    config = load_servers(servers_path, servers_environ(env, secret, session) if secret else env)
+    variables = servers_environ(env, secret, session) if secret else servers_variables(env)
+    check_servers_references(servers_path, variables)
+    config = load_servers(servers_path, variables)
     store = DynamoToolStore(table, client=_client(session, "dynamodb", fast_config()))
     if store.upgrade():
         logger.info("the tool store was migrated", extra={"table": table})

@@ -705,3 +705,36 @@ def test_schema_cuts_keep_the_structure_and_properties_named_like_keywords() -> 
     small = {"name": "t", "description": "Fine.", "inputSchema": {"type": "object"}}
     assert bound_definition(small) == (small, [])
 
+
+# The informational item: on AWS Lambda a servers file's ${VAR} may not read the function's own credentials.
+
+
+@pytest.mark.usefixtures("aws")
+def test_on_lambda_a_servers_file_may_not_read_the_functions_credentials(tmp_path: Path) -> None:
+    import boto3
+    from test_gateway_aws import REGION, lambda_env
+
+    from lambda_fn.aws import endpoint_from_environment
+    from lambda_fn.sync import run_sync
+    from progressive_mcp.errors import ConfigError
+
+    tools_file = tmp_path / "toy.json"
+    write_tools(tools_file, TOY_TOOLS[:2])
+    entry = toy_entry(tools_file)
+    entry["env"] = {"STOLEN": "${AWS_SECRET_ACCESS_KEY}", "WHERE": "${AWS_REGION}"}
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"toy": entry}}))
+    env = {**lambda_env(servers), "AWS_SECRET_ACCESS_KEY": "function-role-secret-0123"}
+    for attempt in (lambda: run_sync({"all": True}, env), lambda: endpoint_from_environment(env)):
+        with pytest.raises(ConfigError, match=r"\$\{AWS_SECRET_ACCESS_KEY\} may not be used") as caught:
+            attempt()
+        assert "function-role-secret-0123" not in str(caught.value) and "PMCP_SERVERS_SECRET" in str(caught.value)
+    # A value from the servers secret may have any name: the operator put it there for the server.
+    secrets = boto3.client("secretsmanager", region_name=REGION)
+    secrets.create_secret(Name="pmcp-servers-env", SecretString=json.dumps({"AWS_SECRET_ACCESS_KEY": "other-acct"}))
+    report = run_sync({"all": True}, {**env, "PMCP_SERVERS_SECRET": "pmcp-servers-env"})
+    assert report.counts["created"] == 2 and not [s for s in report.servers if s.error]
+    # Off Lambda (`progressive-mcp serve`), the environment is the user's own: every variable may be used.
+    local = {k: v for k, v in env.items() if k not in ("AWS_LAMBDA_FUNCTION_NAME", "PMCP_INDEX_TABLE")}
+    endpoint = endpoint_from_environment({**local, "PMCP_INDEX": str(tmp_path / "local.sqlite3")})
+    endpoint.close()
