@@ -9,8 +9,9 @@ before the cut (`documents.ToolDocument.of`), so a change past the cut is still 
 The bounds are set well above what real servers list (measured: the MCP reference servers from npm, and GitHub's
 MCP server's 117 tool snapshots): the longest description is 2,781 characters (server-sequential-thinking; GitHub's
 longest is 1,115), the largest input schema 7,012 characters (GitHub's projects_write), the largest output schema
-952 (server-memory), the largest whole definition 1,732 tokens, and the most tools GitHub's ~100 with every toolset
-on. Each tool's definition must also fit `MAX_DEFINITION_TOKENS`, so any one TOOL_GET stays within DESIGN.md's
+952 (server-memory), the largest definition 1,545 tokens as kept here (GitHub's projects_write; with their icons,
+which are not kept, one reaches 1,732), and the most tools GitHub's ~100 with every toolset on. Each tool's
+definition must also fit `MAX_DEFINITION_TOKENS`, so any one TOOL_GET stays within DESIGN.md's
 2,500 tokens (counted with the tokenizer where it is installed, else with its upper bound, which may cut a little
 more). Example::
 

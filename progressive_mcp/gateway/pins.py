@@ -69,7 +69,9 @@ def review(store: ToolStore, entry: Mapping[str, str]) -> dict[str, Any]:
     """A withheld entry with what the operator needs to decide: the pending definition and a unified diff from the
     approved one (every line of the pending one when none was approved, or it was approved before its definition
     was kept), control and invisible characters shown as escapes."""
-    item = next(t for t in store.tools(entry["server"]) if t.document.public_name == entry["name"])
+    item = next((t for t in store.tools(entry["server"]) if t.document.public_name == entry["name"]), None)
+    if item is None:  # gone since the entry was made (a sync in another process)
+        return {**entry, "definition": None, "diff": []}
     approval = store.approval(item.document.server, item.document.name)
     before = definition_lines(approval.definition) if approval and approval.definition is not None else []
     if approval is None:
