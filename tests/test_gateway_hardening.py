@@ -738,3 +738,12 @@ def test_on_lambda_a_servers_file_may_not_read_the_functions_credentials(tmp_pat
     local = {k: v for k, v in env.items() if k not in ("AWS_LAMBDA_FUNCTION_NAME", "PMCP_INDEX_TABLE")}
     endpoint = endpoint_from_environment({**local, "PMCP_INDEX": str(tmp_path / "local.sqlite3")})
     endpoint.close()
+
+
+def test_the_review_shows_control_and_invisible_characters_as_escapes() -> None:
+    from progressive_mcp.gateway.pins import definition_lines
+
+    definition = {"name": "t", "description": "\x1b[2K\x1b[32mall good\u202e\u200b\nsecond line", "inputSchema": {}}
+    lines = definition_lines(definition)
+    assert "  \\u001b[2K\\u001b[32mall good\\u202e\\u200b" in lines and "  second line" in lines
+    assert not any(ch in "\n".join(lines) for ch in "\x1b\u202e\u200b")
