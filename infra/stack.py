@@ -556,8 +556,8 @@ class ProgressiveMcpStack(Stack):
                 point_in_time_recovery_enabled=True
             ),
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
-            # An index of what the servers list: the next sync writes it again, so it goes with the stack. (Pins
-            # approved with `sync --approve` go with it; a pinned server's tools are then pinned afresh.)
+            # An index of what the servers list: the next sync writes it again, so it goes with the stack. (Approvals
+            # made with `sync --approve` go with it; a pinned server's tools are then trusted afresh at its first sync.)
             removal_policy=RemovalPolicy.DESTROY,
         )
         gateway_env = {"PMCP_SERVERS": SERVERS_PATH, "PMCP_INDEX_TABLE": self.tool_index_table.table_name}
@@ -588,6 +588,8 @@ class ProgressiveMcpStack(Stack):
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
             "dynamodb:BatchWriteItem",
+            # `sync --approve`'s transaction: the approval is written only if the tool still has the approved hash
+            "dynamodb:ConditionCheckItem",
         )
         if config.servers_secret_arn:
             secret = secretsmanager.Secret.from_secret_complete_arn(self, "ServersSecret", config.servers_secret_arn)

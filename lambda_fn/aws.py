@@ -406,15 +406,18 @@ def endpoint_from_environment(
     index_table = _text(env, ENV_INDEX_TABLE) if settings.servers_path else None
     servers_secret = _text(env, ENV_SERVERS_SECRET) if settings.servers_path else None
     if settings.servers_path:
-        endpoint_options = {"servers_environ": env, **endpoint_options}  # the file's ${VAR}s read these variables
+        # The file's ${VAR}s read these variables (on Lambda, not the function's credentials: servers_variables).
+        endpoint_options = {"servers_environ": servers_variables(env), **endpoint_options}
         if not index_table and not settings.index_path and _text(env, "AWS_LAMBDA_FUNCTION_NAME"):
             settings = replace(settings, index_path=Path(LAMBDA_INDEX))  # home is read-only on Lambda
     if not (table or bucket or key_secret or tokens_secret or index_table or servers_secret):
+        _checked(settings, endpoint_options)
         return Endpoint.from_settings(settings, **endpoint_options)
 
     session = session or _session(env)
     if index_table or servers_secret:
         endpoint_options = {**endpoint_options, **gateway_options(env, session, index_table, servers_secret)}
+    _checked(settings, endpoint_options)
     cache = DynamoDBCache(table, client=_client(session, "dynamodb", fast_config())) if table else None
     results = S3ResultStore(bucket, session=session, url_ttl_s=url_ttl_s) if bucket else None
     secrets: SecretsProvider | None = None
@@ -454,9 +457,59 @@ def gateway_options(
     return options
 
 
+def _checked(settings: Settings, options: Mapping[str, Any]) -> None:
+    if settings.servers_path and "servers_environ" in options:
+        check_servers_references(settings.servers_path, options["servers_environ"])
+
+
+# What a servers file's `${VAR}` may not read from a Lambda function's environment: the function's own
+# credentials and the runtime's other AWS_* variables (the region excepted), and this project's own secrets, which
+# are for the upstream API and the endpoint's callers, not for another server. A value a server needs goes in the
+# PMCP_SERVERS_SECRET secret, whose names are all allowed (an AWS key for another account, say).
+SERVERS_FILE_ALLOWED_AWS = frozenset({"AWS_REGION", "AWS_DEFAULT_REGION"})
+SERVERS_FILE_REFUSED = frozenset({"PMCP_UPSTREAM_KEY", "PMCP_ENDPOINT_TOKENS", "ALPHAVANTAGE_API_KEY"})
+
+
+def servers_variables(env: Mapping[str, str], secret_values: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables a servers file's `${VAR}` references read: on Lambda (`AWS_LAMBDA_FUNCTION_NAME` set), the
+    environment without the variables it may not use (`SERVERS_FILE_REFUSED`, and `AWS_*` but the region);
+    elsewhere (`progressive-mcp serve`) the environment as it is; the secret's values over either."""
+    allowed = dict(env)
+    if _text(env, "AWS_LAMBDA_FUNCTION_NAME"):
+        allowed = {name: value for name, value in env.items() if not _refused_on_lambda(name)}
+    return {**allowed, **(secret_values or {})}
+
+
+def check_servers_references(servers_path: str | Path, variables: Mapping[str, str]) -> None:
+    """Refuse, with a message saying why and what to do instead, a servers file that references a variable
+    `servers_variables` held back (rather than the file's own "is not set")."""
+    try:
+        text = Path(servers_path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return  # load_servers says what is wrong with the file
+    held_back = sorted(
+        {name for name in _SERVERS_REFERENCE.findall(text) if name not in variables and _refused_on_lambda(name)}
+    )
+    if held_back:
+        names = ", ".join("${" + name + "}" for name in held_back)
+        raise ConfigError(
+            f"{servers_path}: {names} may not be used in a servers file on AWS Lambda: the function's own "
+            "credentials and AWS_* variables (other than AWS_REGION and AWS_DEFAULT_REGION) and progressive-mcp's "
+            f"own secrets stay with the function; put the values a server needs in the {ENV_SERVERS_SECRET} secret"
+        )
+
+
+def _refused_on_lambda(name: str) -> bool:
+    return name in SERVERS_FILE_REFUSED or (name.startswith("AWS_") and name not in SERVERS_FILE_ALLOWED_AWS)
+
+
+_SERVERS_REFERENCE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")  # as gateway.config reads them
+
+
 def servers_environ(env: Mapping[str, str], secret_id: str, session: boto3.session.Session) -> dict[str, str]:
-    """The environment a servers file's `${VAR}` references read: `env`, with the secret's JSON object of
-    variable → value over it. Raises ConfigError (naming the secret, never a value) for any other content."""
+    """The environment a servers file's `${VAR}` references read: `servers_variables(env)`, with the secret's
+    JSON object of variable → value over it. Raises ConfigError (naming the secret, never a value) for any other
+    content."""
     from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
     text = SecretsProvider(boto3_client=_client(session, "secretsmanager", fast_config())).get(secret_id)
@@ -466,7 +519,7 @@ def servers_environ(env: Mapping[str, str], secret_id: str, session: boto3.sessi
             f"the secret {secret_id} ({ENV_SERVERS_SECRET}) must hold a JSON object of variable name → string value, "
             "the values of the servers file's ${VAR} references"
         )
-    return {**env, **data}
+    return servers_variables(env, data)
 
 
 def _session(env: Mapping[str, str]) -> boto3.session.Session:

@@ -3,11 +3,13 @@ store (`PMCP_INDEX_TABLE`) up to date, so that the serving function never waits 
 
 An EventBridge rule invokes it every few minutes (`sync_minutes` in the stack); each run syncs the servers never
 synced or past their `ttl_s`, and drops the documents of servers no longer in the file. An event
-`{"servers": ["NAME", ...]}` syncs those now; `{"all": true}` syncs every server; `{"approve": ["SERVER.TOOL", ...]}`
-accepts the changed definitions of pinned tools (what `progressive-mcp sync --approve` does locally) and syncs
-nothing. It returns the sync report
-(`SyncReport.as_json()`: each server's created, updated and deleted tools, or why it could not be read) and logs
-one line per server. The file's `${VAR}` values come from the environment, or from `PMCP_SERVERS_SECRET`.
+`{"servers": ["NAME", ...]}` syncs those now; `{"all": true}` syncs every server;
+`{"approve": ["SERVER.TOOL@HASH", ...]}` approves the pending definitions of withheld tools of pinned servers, each
+named by the hash a sync reported (what `progressive-mcp sync --approve` does locally; another hash is refused), and
+syncs nothing. It returns the sync report (`SyncReport.as_json()`: each server's created, updated and deleted
+tools, or why it could not be read, and each withheld tool with its pending definition and diff) and logs one line
+per server and per withheld tool. It migrates a tool store of an older schema first (`DynamoToolStore.upgrade`).
+The file's `${VAR}` values come from the environment, or from `PMCP_SERVERS_SECRET`.
 
 Handler setting: `lambda_fn.sync.handler`.
 """
@@ -21,12 +23,23 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from lambda_fn.aws import ENV_INDEX_TABLE, ENV_SERVERS_SECRET, _client, _session, fast_config, servers_environ
+from lambda_fn.aws import (
+    ENV_INDEX_TABLE,
+    ENV_SERVERS_SECRET,
+    _client,
+    _session,
+    check_servers_references,
+    fast_config,
+    servers_environ,
+    servers_variables,
+)
 from lambda_fn.toolstore import DynamoToolStore
 from progressive_mcp.errors import ConfigError
+from progressive_mcp.gateway import pins
 from progressive_mcp.gateway.config import load_servers
 from progressive_mcp.gateway.connections import ServerPool
 from progressive_mcp.gateway.sync import SyncReport, due, sync_servers
+from progressive_mcp.gateway.tools import gateway_catalog
 
 logger = Logger(service="progressive-mcp-sync")
 
@@ -38,15 +51,24 @@ def run_sync(event: Mapping[str, Any], env: Mapping[str, str], *, session: Any =
         raise ConfigError(f"the sync function needs PMCP_SERVERS and {ENV_INDEX_TABLE}")
     session = session or _session(env)
     secret = env.get(ENV_SERVERS_SECRET)
-    config = load_servers(servers_path, servers_environ(env, secret, session) if secret else env)
+    variables = servers_environ(env, secret, session) if secret else servers_variables(env)
+    check_servers_references(servers_path, variables)
+    config = load_servers(servers_path, variables)
     store = DynamoToolStore(table, client=_client(session, "dynamodb", fast_config()))
+    if store.upgrade():
+        logger.info("the tool store was migrated", extra={"table": table})
     approve = event.get("approve")
     if approve is not None:
         if not isinstance(approve, list) or not all(isinstance(n, str) for n in approve):
-            raise ConfigError('the event\'s "approve" must be a list of tool names (SERVER.TOOL)')
-        missing = [name for name in approve if store.approve(name) is None]
-        if missing:
-            raise ConfigError(f"no stored tool named {', '.join(missing)}; the others were approved")
+            raise ConfigError('the event\'s "approve" must be a list of SERVER.TOOL@HASH strings')
+        refused = []
+        for named in approve:
+            try:
+                pins.approve(store, named)
+            except pins.ApprovalRefused as exc:
+                refused.append(str(exc))
+        if refused:
+            raise pins.ApprovalRefused("; ".join(refused) + (" (the others were approved)" if len(approve) > 1 else ""))
         return SyncReport([])
     asked = event.get("servers")
     if asked is not None and (not isinstance(asked, list) or not all(isinstance(n, str) for n in asked)):
@@ -58,9 +80,14 @@ def run_sync(event: Mapping[str, Any], env: Mapping[str, str], *, session: Any =
     only = asked or (None if event.get("all") else due(config, store, time.time()))
     pool = ServerPool(config)
     try:
-        return sync_servers(config, store, pool.list_tools, only=only, prune=True)
+        report = sync_servers(config, store, pool.list_tools, only=only, prune=True)
     finally:
         pool.close()
+    # The pinned servers' tools now withheld, each with its pending definition and diff: what to review before
+    # approving (the invocation's answer, and its log).
+    _, withheld = gateway_catalog(config, store.tools())
+    report.withheld = [pins.review(store, entry) for entry in withheld]
+    return report
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -72,4 +99,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             logger.warning("sync failed", extra={"server": server.server, "error": server.error})
         else:
             logger.info("synced", extra={"server": server.server, "removed": server.removed, **counts})
+    for entry in report.withheld:
+        logger.warning("withheld", extra={k: entry[k] for k in ("name", "status", "hash", "diff")})
     return report.as_json()

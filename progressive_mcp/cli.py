@@ -227,6 +227,7 @@ def add_gateway_flags(parser: argparse.ArgumentParser, *, required: bool = False
 
 def _sync(args: argparse.Namespace) -> int:
     from progressive_mcp.gateway.gateway import Gateway
+    from progressive_mcp.gateway.pins import ApprovalRefused, approve, review, review_text
 
     try:
         gateway = Gateway.open(args.servers, args.index)
@@ -235,26 +236,31 @@ def _sync(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.approve:
-            missing = [name for name in args.approve if gateway.store.approve(name) is None]
-            if missing:
-                print(f"progressive-mcp: no stored tool named {', '.join(missing)}", file=sys.stderr)
-                return 2
+            refused = 0
+            for named in args.approve:
+                try:
+                    approve(gateway.store, named)
+                except ApprovalRefused as exc:
+                    print(f"progressive-mcp: {exc}", file=sys.stderr)
+                    refused += 1
+                else:
+                    print(f"approved: {named}")
             gateway.refresh()
-            print(f"approved: {', '.join(args.approve)}")
-            return 0
+            return 2 if refused else 0
         report = gateway.sync()
+        reviewed = [review(gateway.store, entry) for entry in gateway.withheld]
     finally:
         gateway.close()
     if args.json:
         body = report.as_json()
         body["catalog_version"] = gateway.catalog.version
-        body["withheld"] = gateway.withheld
+        body["withheld"] = reviewed
         print(json.dumps(body, indent=2))
     else:
         print(report.text())
         print(f"catalog version {gateway.catalog.version}: {len(gateway.catalog)} tools")
-        for tool in gateway.withheld:
-            print(f"withheld: {tool['name']}: {tool['reason']}")
+        for entry in reviewed:
+            print(review_text(entry, args.servers))
     return 1 if report.counts["failed"] else 0
 
 
@@ -339,8 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument(
         "--approve",
         nargs="+",
-        metavar="NAME",
-        help="accept the current definition of these pinned tools (SERVER.TOOL) instead of syncing",
+        metavar="SERVER.TOOL@HASH",
+        help="approve the pending definition of these withheld tools of pinned servers, each named with the hash "
+        "that sync printed for it (a definition with another hash is refused), instead of syncing",
     )
     sync.add_argument("--json", action="store_true", help="machine-readable output")
     sync.set_defaults(func=_sync)

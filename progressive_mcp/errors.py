@@ -65,6 +65,20 @@ class UnknownTool(ToolError):
         return {"tool_name": clip(self.name), "suggestions": self.suggestions}
 
 
+class ToolWithheld(UnknownTool):
+    """A tool of a pinned server behind the gateway, withheld until its operator approves its definition: not
+    offered, so unknown to this surface, but the message says why and how it gets approved."""
+
+    def __init__(self, name: str, reason: str, pending_hash: str) -> None:
+        self.name = name
+        self.suggestions = []
+        self.pending_hash = pending_hash
+        ToolError.__init__(self, f"Tool {name!r} is withheld: {reason}.")
+
+    def details(self) -> dict[str, Any]:
+        return {"tool_name": self.name, "kind": "withheld", "pending_hash": self.pending_hash}
+
+
 def clip(text: str, limit: int = 80) -> str:
     """Echoed input cut to a readable length (a megabyte of tool name must not come back whole)."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

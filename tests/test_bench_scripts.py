@@ -167,6 +167,15 @@ def test_the_gateway_bench_syncs_real_servers_and_resyncs_one_tool() -> None:
     assert scale["one_tool_resync_updated"] == 1 and scale["index_bytes"] > 0
 
 
+def test_the_gateway_bounds_bench_syncs_a_server_listing_too_much() -> None:
+    done = run_bench("gateway_bounds.py", "--tools", "30", "--description-chars", "5000", "--json", timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["tools_listed"] == 31 and result["tools_stored"] == 31
+    assert result["notes"] == 31  # every description over 4,000 characters, the 2 MB one among them
+    assert result["tool_get_big_tokens"] <= 2500 and result["direct_definition_big_tokens"] <= 2500
+
+
 def test_the_author_vocabulary_benchmark_runs_end_to_end() -> None:
     done = run_bench("author_vocabulary.py", timeout=110)
 

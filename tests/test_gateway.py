@@ -399,8 +399,9 @@ def test_a_pinned_tool_that_changes_is_withheld_until_approved(toy_files: tuple[
         assert "toy.add" not in gw.catalog
         listed = surface_of(gw).call_tool_wire("TOOL_LIST", {}, CallContext())["structuredContent"]
         assert [w["name"] for w in listed["withheld"]] == ["toy.add"]
-        assert "sync --approve toy.add" in listed["withheld"][0]["reason"]
-        assert gw.store.approve("toy.add") is not None
+        pending = listed["withheld"][0]["hash"]
+        assert f"--approve toy.add@{pending}" in listed["withheld"][0]["reason"]
+        assert gw.store.approve("toy.add", pending) is not None
         gw.refresh()
         assert "ssh" in gw.catalog.get("toy.add").description and not gw.withheld
     finally:

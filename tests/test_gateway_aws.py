@@ -21,7 +21,7 @@ from lambda_fn.sync import run_sync
 from lambda_fn.toolstore import DynamoToolStore
 from progressive_mcp.errors import ConfigError
 from progressive_mcp.gateway.documents import ToolDocument, tool_hash
-from progressive_mcp.gateway.store import SqliteToolStore, ToolStore
+from progressive_mcp.gateway.store import Approval, SqliteToolStore, ToolStore
 from progressive_mcp.surfaces.endpoint import HttpRequest
 
 REGION = "us-east-1"
@@ -82,24 +82,35 @@ def test_both_stores_keep_the_same_contract(store: ToolStore) -> None:
         ("b", 101.0, "url b"),
     ]
     assert store.generation() > start
-    # An update keeps the pinned (first seen) hash and restamps the document; a delete removes it.
+    assert not any(t.approved for t in store.tools())  # nothing approved: none was said to be
+    first = doc("a", "one", "First.")
+    store.apply("a", created=[], updated=[], deleted=[], synced_at=100.0, fingerprint="cmd a", approved=[first])
+    assert store.tools("a")[0].approved and store.approval("a", "one") == Approval(first.hash, first.definition)
+    # An update restamps the document and leaves its approval; a delete removes the document, not the approval.
     changed = doc("a", "one", "First, changed.")
     generation = store.generation()
     seq2 = store.apply("a", created=[], updated=[changed], deleted=["two"], synced_at=200.0, fingerprint="cmd a")
     assert seq2 > seq and store.generation() > generation
     (one,) = store.tools("a")
-    assert one.document == changed and one.indexed_seq == seq2 and one.changed_since_pinned
+    assert one.document == changed and one.indexed_seq == seq2 and not one.approved
+    assert one.approved_hash == first.hash
     assert next(t for t in store.tools() if t.document.name == "x").indexed_seq < seq2  # untouched
-    # Approving pins the current hash.
+    store.apply("a", created=[], updated=[], deleted=["one"], synced_at=201.0, fingerprint="cmd a")
+    assert store.approval("a", "one") is not None  # kept by server and name, for when the tool comes back
+    store.apply("a", created=[changed], updated=[], deleted=[], synced_at=202.0, fingerprint="cmd a")
+    assert not store.tools("a")[0].approved
+    # Approving takes the current definition, named by its hash; another hash changes nothing.
     generation = store.generation()
-    approved = store.approve("a.one")
-    assert approved is not None and not approved.changed_since_pinned and store.generation() > generation
-    assert not store.tools("a")[0].changed_since_pinned
-    assert store.approve("a.nothing") is None
-    # Forgetting a server drops it and its documents.
+    assert store.approve("a.one", first.hash) is None and store.generation() == generation
+    approved = store.approve("a.one", changed.hash)
+    assert approved is not None and approved.approved and store.generation() > generation
+    assert store.tools("a")[0].approved and store.approval("a", "one") == Approval(changed.hash, changed.definition)
+    assert store.approve("a.nothing", changed.hash) is None
+    # Forgetting a server drops it, its documents and its approvals.
     assert store.forget("a") == 1
     assert [t.document.public_name for t in store.tools()] == ["b.x"]
     assert [s.server for s in store.servers()] == ["b"]
+    assert store.approval("a", "one") is None
 
 
 def test_a_large_definition_round_trips(store: ToolStore) -> None:
@@ -241,9 +252,10 @@ def test_a_pinned_tool_is_approved_through_the_sync_function(
     try:
         listing = rpc(endpoint, "TOOL_LIST", {})["structuredContent"]
         assert [w["name"] for w in listing["withheld"]] == ["toy.add"]
+        pending = listing["withheld"][0]["hash"]
         with pytest.raises(ConfigError, match=r"no stored tool named toy\.nothing"):
-            run_sync({"approve": ["toy.nothing"]}, env)
-        assert run_sync({"approve": ["toy.add"]}, env).servers == []
+            run_sync({"approve": [f"toy.nothing@{pending}"]}, env)
+        assert run_sync({"approve": [f"toy.add@{pending}"]}, env).servers == []
         listing = rpc(endpoint, "TOOL_LIST", {})["structuredContent"]
         assert "withheld" not in listing or listing["withheld"] == []
         assert "toy.add" in endpoint.surface.catalog

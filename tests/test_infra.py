@@ -883,6 +883,7 @@ def test_the_serving_function_only_reads_the_tool_store_and_the_sync_function_wr
         "dynamodb:UpdateItem",
         "dynamodb:DeleteItem",
         "dynamodb:BatchWriteItem",
+        "dynamodb:ConditionCheckItem",
     }
 
 

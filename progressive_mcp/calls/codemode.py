@@ -14,13 +14,13 @@ the calls it made. Example::
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from progressive_mcp.calls.sandbox import Sandbox, ScriptLimits, ToolCallFailed
 from progressive_mcp.calls.shaping import shape_script_answer
-from progressive_mcp.calls.stubs import python_name, tool_stubs
+from progressive_mcp.calls.stubs import clashing_names, python_name, python_names, tool_stubs
 from progressive_mcp.catalog import CatalogTool
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool, UpstreamTimeout
 
@@ -55,9 +55,14 @@ class CodeMode:
     sandbox: Sandbox
     limits: ScriptLimits
     budget_tokens: int
+    # Tool name → function name (`python_names` over every tool a script may see; default: over `tools`), the
+    # very names TOOL_GET's stubs show.
+    names: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
-        self._by_python_name = {python_name(t.name): t for t in self.tools}
+        self._names = dict(self.names) if self.names is not None else python_names(t.name for t in self.tools)
+        self._by_python_name = {self._names[t.name]: t for t in self.tools}
+        self._clashes = clashing_names({t.name: self._names[t.name] for t in self.tools})
         self._stubs: dict[tuple[str, ...], str] = {}
 
     def _stubs_for(self, tools: list[CatalogTool]) -> str:
@@ -67,7 +72,7 @@ class CodeMode:
         if stubs is None:
             if len(self._stubs) >= MAX_STUB_SETS:
                 self._stubs.clear()
-            stubs = self._stubs[key] = tool_stubs(tools)
+            stubs = self._stubs[key] = tool_stubs(tools, self._names)
         return stubs
 
     def execute(
@@ -89,8 +94,17 @@ class CodeMode:
         if len(code) > MAX_CODE_CHARS:
             problem = f"the script is {len(code):,} characters; the limit is {MAX_CODE_CHARS:,}"
             raise InvalidArguments(TOOL_EXECUTE, [problem], execute_definition()["inputSchema"])
-        used = [self._by_python_name[n] for n in dict.fromkeys(_IDENTIFIER.findall(code)) if n in self._by_python_name]
-        functions = {python_name(t.name): _host_function(t, call_tool) for t in used}
+        identifiers = list(dict.fromkeys(_IDENTIFIER.findall(code)))
+        clashes = [n for n in identifiers if n in self._clashes and n not in self._by_python_name]
+        if clashes:  # refused before it runs: the name is several tools', and none of them has it
+            problems = [
+                f"{name} is the Python name of several tools, so none has it: "
+                + ", ".join(f"{tool} is {self._names[tool]}()" for tool in self._clashes[name])
+                for name in clashes
+            ]
+            raise InvalidArguments(TOOL_EXECUTE, problems, execute_definition()["inputSchema"])
+        used = [self._by_python_name[n] for n in identifiers if n in self._by_python_name]
+        functions = {self._names[t.name]: _host_function(t, call_tool) for t in used}
         outcome = self.sandbox.run(
             code, self._stubs_for(used), functions, self.limits, deadline=deadline, caller=caller, address=address
         )

@@ -12,6 +12,7 @@ that is not an identifier, like "05. price", uses TypedDict's functional form). 
 
 from __future__ import annotations
 
+import hashlib
 import keyword
 import re
 from collections.abc import Iterable, Mapping
@@ -23,6 +24,7 @@ from progressive_mcp.catalog import CatalogTool, Param, _thaw
 PARAM_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
 JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
 TYPING_NAMES = ("Any", "Literal", "NotRequired", "TypedDict")
+CLASH_DIGITS = 8  # hex digits of a tool name's SHA-256 that tell apart tools whose Python names would be the same
 DOC_CHARS = 160  # a docstring is one paragraph: the summary and the start of the description
 # Code mode always asks for JSON (what the return types describe); a script never chooses CSV.
 FORCED_JSON_PARAM = "datatype"
@@ -36,16 +38,54 @@ def python_name(tool_name: str) -> str:
     return name
 
 
+def python_names(tool_names: Iterable[str]) -> dict[str, str]:
+    """Each tool name → its function name in code mode, unique among `tool_names` (give all the tools a script
+    may see, so a name does not depend on which of them one answer shows). It is `python_name`, unless several
+    tools' would be the same ("aws.docs_search" and "aws-docs.search" both make `aws_docs_search`): then each of
+    them ends in `_` and hex digits of its own name's SHA-256, so every function reaches the tool it names, and
+    keeps its name from sync to sync while the clash lasts."""
+    names = list(dict.fromkeys(tool_names))
+    plain = {n: python_name(n) for n in names}
+    counts: dict[str, int] = {}
+    for name in plain.values():
+        counts[name] = counts.get(name, 0) + 1
+    taken = {p for p in plain.values() if counts[p] == 1}
+    result = {}
+    for name in names:
+        if counts[plain[name]] == 1:
+            result[name] = plain[name]
+            continue
+        digest = hashlib.sha256(name.encode()).hexdigest()
+        width = CLASH_DIGITS
+        while f"{plain[name]}_{digest[:width]}" in taken:  # a tool already named so: more digits
+            width += 1
+        result[name] = f"{plain[name]}_{digest[:width]}"
+        taken.add(result[name])
+    return result
+
+
+def clashing_names(names: Mapping[str, str]) -> dict[str, list[str]]:
+    """The `python_name`s that several tools share → those tools (by `python_names`' answer `names`): a script
+    that calls one is told which names to use instead."""
+    clashes: dict[str, list[str]] = {}
+    for tool, function in names.items():
+        if function != python_name(tool):
+            clashes.setdefault(python_name(tool), []).append(tool)
+    return clashes
+
+
 def forced_json(tool: CatalogTool) -> bool:
     """Whether the tool has a `datatype` switch that code mode pins to json (so stubs leave it out)."""
     param = tool.param(FORCED_JSON_PARAM)
     return param is not None and param.enum is not None and "json" in param.enum
 
 
-def tool_stubs(tools: Iterable[CatalogTool]) -> str:
-    """A stub module declaring `tools` and the return types they need (each type declared once)."""
+def tool_stubs(tools: Iterable[CatalogTool], names: Mapping[str, str] | None = None) -> str:
+    """A stub module declaring `tools` and the return types they need (each type declared once); `names`: the
+    function name of each tool (`python_names` over all the tools of the surface; default: over `tools`)."""
     tools = list(tools)
-    writer = _StubWriter(functions={python_name(t.name) for t in tools})
+    names = names if names is not None else python_names(t.name for t in tools)
+    writer = _StubWriter(functions={names.get(t.name) or python_name(t.name) for t in tools}, names=names)
     functions = [writer.function(tool) for tool in tools]
     body = "".join(f"\n{d}\n" for d in writer.declarations) + "".join(f"\n\n{f}" for f in functions)
     used = [name for name in TYPING_NAMES if re.search(rf"\b{name}\b", body)]  # import what is used, no more
@@ -58,6 +98,7 @@ class _StubWriter:
 
     declarations: list[str] = field(default_factory=list)
     functions: set[str] = field(default_factory=set)  # the module's function names: no type may take one
+    names: Mapping[str, str] = field(default_factory=dict)  # tool name → its function name
     _declared: dict[str, str] = field(default_factory=dict)  # type name -> its declaration, to reuse and dedupe
 
     def function(self, tool: CatalogTool) -> str:
@@ -68,10 +109,11 @@ class _StubWriter:
         if tool.output_schema is not None:
             schema = _thaw(tool.output_schema)
             returns = self._type(schema, _camel(tool.name), schema.get("$defs", {}))
+        function = self.names.get(tool.name) or python_name(tool.name)
         signature = (
-            f"async def {python_name(tool.name)}(*, {arguments}) -> {returns}:"
+            f"async def {function}(*, {arguments}) -> {returns}:"
             if arguments
-            else (f"async def {python_name(tool.name)}() -> {returns}:")
+            else (f"async def {function}() -> {returns}:")
         )
         quotes = "'" * 3  # not double quotes: stubs travel inside JSON strings, where each one costs an escape
         return f"{signature}\n    {quotes}{_docstring(tool)}{quotes}\n    ..."

@@ -58,6 +58,8 @@ class ServerConfig:
     pin: bool = False
     timeout_s: float = DEFAULT_TIMEOUT_S
     idle_s: float = DEFAULT_IDLE_S
+    # The command line or URL as the servers file writes it: `${VAR}` references unexpanded, so no secret.
+    written: str = ""
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -66,10 +68,17 @@ class ServerConfig:
 
     @property
     def fingerprint(self) -> str:
-        """What identifies the server's process or endpoint, without its secrets (for logs and the store)."""
-        if self.transport == "http":
-            return _without_userinfo(self.url or "")
-        return " ".join([self.command or "", *self.args])
+        """What identifies the server's process or endpoint, without its secrets (for logs and the store): its
+        command line or URL as the servers file writes it, `${VAR}` unexpanded and a URL's user:password left out.
+        Another command, argument or URL in the file is another server; a new value of a variable (a rotated token)
+        is not."""
+        return self.written or _identity(self.transport, self.command, self.args, self.url)
+
+    @property
+    def legacy_fingerprint(self) -> str:
+        """The fingerprint stores of schema 1 hold: the command line with `${VAR}` expanded (so it may hold a
+        secret: compared, never stored or shown)."""
+        return _identity(self.transport, self.command, self.args, self.url)
 
 
 @dataclass(frozen=True)
@@ -195,6 +204,7 @@ def _server(name: str, entry: Any, where: str, environ: Mapping[str, str], probl
             args=tuple(expand(a, "args") for a in args),
             env={k: expand(v, f"env.{k}") for k, v in env.items()},
             cwd=str(Path(cwd).expanduser()) if cwd else None,
+            written=_identity("stdio", command, tuple(args), None),
             **common,
         )
     url = entry["url"]
@@ -209,6 +219,7 @@ def _server(name: str, entry: Any, where: str, environ: Mapping[str, str], probl
         transport="http",
         url=expand(url, "url"),
         headers={k: expand(v, f"headers.{k}") for k, v in headers.items()},
+        written=_identity("http", None, (), url),
         **common,
     )
 
@@ -269,6 +280,12 @@ class _Expander:
             return self.environ[name]
 
         return _REFERENCE.sub(substitute, value)
+
+
+def _identity(transport: str, command: str | None, args: tuple[str, ...], url: str | None) -> str:
+    if transport == "http":
+        return _without_userinfo(url or "")
+    return " ".join([command or "", *args])
 
 
 def _without_userinfo(url: str) -> str:

@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from progressive_mcp.errors import ToolError
 from progressive_mcp.gateway.config import GatewayConfig, ServerConfig
+from progressive_mcp.gateway.limits import MAX_TOOLS_PER_SERVER
 from progressive_mcp.redaction import redact
 
 logger = logging.getLogger(__name__)
@@ -164,9 +165,10 @@ class ServerPool:
             cursor: str | None = None
             for _ in range(MAX_PAGES):
                 page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-                tools += [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in page.tools]
+                wanted = page.tools[: MAX_TOOLS_PER_SERVER + 1 - len(tools)]  # one more says the server has more
+                tools += [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in wanted]
                 cursor = page.next_cursor
-                if not cursor:
+                if not cursor or len(tools) > MAX_TOOLS_PER_SERVER:  # more would be left out at sync anyway
                     break
             return tools
 

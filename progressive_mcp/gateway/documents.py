@@ -1,8 +1,8 @@
 """Tool documents: one per tool a server lists, with its public name and content hash (the sync key).
 
-The hash is ScaleMCP's SHA-256 over name | description | arguments (the input schema), and | output schema |
-title | annotations: each of those changes what an agent is shown or may do, so each is a change to re-index and,
-for a pinned server, to approve. Example::
+The hash is a SHA-256 over the name, description, arguments (the input schema), output schema, title and
+annotations (ScaleMCP's fields, and ours), each encoded as JSON: each of those changes what an agent is shown or may
+do, so each is a change to re-index and, for a pinned server, to approve. Example::
 
     doc = ToolDocument.of("memory", {"name": "read_graph", "description": "...", "inputSchema": {...}})
     doc.public_name            # 'memory.read_graph'
@@ -14,8 +14,10 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from progressive_mcp.gateway.limits import bound_definition
 
 MAX_TOOL_NAME = 128  # MCP's limit on a tool name
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -23,8 +25,22 @@ _HASHED_SUFFIX = 9  # "_" and 8 hex digits, added when a name had to be cut or w
 
 
 def tool_hash(definition: Mapping[str, Any]) -> str:
-    """The SHA-256 (hex) of a tool definition's name | description | input schema | output schema | title |
-    annotations, each schema and the annotations as sorted compact JSON."""
+    """The SHA-256 (hex) of a tool definition's name, description, input schema, output schema, title and
+    annotations, as one sorted compact JSON array: each field is encoded on its own (a `|` in a description is a
+    character, not a separator), so two different definitions never hash alike."""
+    fields = [
+        str(definition.get("name", "")),
+        str(definition.get("description") or ""),
+        definition.get("inputSchema") or {},
+        definition.get("outputSchema"),
+        str(definition.get("title") or ""),
+        definition.get("annotations"),
+    ]
+    return hashlib.sha256(_canonical(fields).encode()).hexdigest()
+
+
+def legacy_tool_hash(definition: Mapping[str, Any]) -> str:
+    """The hash stores of schema 1 hold (the fields joined with an unescaped `|`): kept to migrate them."""
     parts = [
         str(definition.get("name", "")),
         str(definition.get("description") or ""),
@@ -42,18 +58,22 @@ def _canonical(value: Any) -> str:
 
 @dataclass(frozen=True)
 class ToolDocument:
-    """A tool as one server lists it: `definition` is its wire JSON (tools/list), `hash` its `tool_hash`."""
+    """A tool as one server lists it: `definition` is its wire JSON (tools/list) within the gateway's bounds
+    (`limits`), `hash` the `tool_hash` of the definition as listed, before any cut."""
 
     server: str
     name: str  # the server's own name for it
     public_name: str  # the name agents see: SERVER.TOOL
     definition: Mapping[str, Any]
     hash: str
+    notes: tuple[str, ...] = field(default=(), compare=False)  # what `limits` cut (not stored: made at each sync)
 
     @classmethod
     def of(cls, server: str, definition: Mapping[str, Any], public_name: str | None = None) -> ToolDocument:
         name = str(definition["name"])
-        return cls(server, name, public_name or public_names(server, [name])[name], definition, tool_hash(definition))
+        bounded, cuts = bound_definition(definition)  # hashed before the cut: a change past it is a change
+        public = public_name or public_names(server, [name])[name]
+        return cls(server, name, public, bounded, tool_hash(definition), tuple(cuts))
 
 
 def documents(server: str, definitions: Iterable[Mapping[str, Any]]) -> list[ToolDocument]:

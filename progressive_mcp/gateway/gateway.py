@@ -172,6 +172,14 @@ class Gateway:
                 # "tools_created": `created` is a LogRecord attribute, which `extra` may not overwrite
                 counts = {f"tools_{k}": len(v) for k, v in _parts(server)}
                 logger.info("synced %s: %s", server.server, counts, extra={"server": server.server, **counts})
+                if server.notes:  # what the bounds cut (`progressive-mcp sync` lists each)
+                    logger.warning(
+                        "%s: %d note(s) on what the gateway's bounds cut, the first: %s",
+                        server.server,
+                        len(server.notes),
+                        server.notes[0],
+                        extra={"server": server.server},
+                    )
         return report
 
     def refresh(self) -> bool:

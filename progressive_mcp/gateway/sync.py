@@ -11,6 +11,7 @@ says why. A server no longer in the servers file (or disabled) has its documents
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -18,9 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from progressive_mcp.gateway.config import GatewayConfig, ServerConfig
-from progressive_mcp.gateway.connections import ServerUnavailable
+from progressive_mcp.gateway.connections import ServerRefused, ServerUnavailable
 from progressive_mcp.gateway.documents import ToolDocument, documents
-from progressive_mcp.gateway.store import StoredTool, ToolStore
+from progressive_mcp.gateway.limits import bound_listing
+from progressive_mcp.gateway.pins import approved_by_sync
+from progressive_mcp.gateway.store import StoredTool, ToolStore, legacy_digest
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,11 @@ def diff(current: Iterable[ToolDocument], stored: Mapping[str, StoredTool]) -> D
         before = stored.get(doc.name)
         if before is None:
             created.append(doc)
-        elif before.document.hash != doc.hash or before.document.public_name != doc.public_name:
+        elif (
+            before.document.hash != doc.hash
+            or before.document.public_name != doc.public_name
+            or before.document.definition != doc.definition  # the same tool, cut otherwise (an older version's)
+        ):
             updated.append(doc)
         else:
             unchanged += 1
@@ -64,12 +73,14 @@ class ServerSync:
     error: str | None = None
     seq: int | None = None  # the store's sync number, when documents were written
     removed: bool = False  # the server left the servers file: its documents were deleted
+    notes: list[str] = field(default_factory=list)  # what the gateway's bounds cut or left out (`limits`)
 
 
 @dataclass
 class SyncReport:
     servers: list[ServerSync]
     seconds: float = 0.0
+    withheld: list[dict[str, Any]] = field(default_factory=list)  # `pins.review`s, when the caller adds them
 
     @property
     def counts(self) -> dict[str, int]:
@@ -97,10 +108,12 @@ class SyncReport:
                     "deleted": [f"{s.server}.{name}" for name in s.diff.deleted],
                     "unchanged": s.diff.unchanged,
                     **({"error": s.error} if s.error else {}),
+                    **({"notes": s.notes} if s.notes else {}),
                     **({"removed": True} if s.removed else {}),
                 }
                 for s in self.servers
             ],
+            **({"withheld": self.withheld} if self.withheld else {}),
         }
 
     def text(self) -> str:
@@ -119,6 +132,9 @@ class SyncReport:
             lines += [f"  + {doc.public_name}" for doc in d.created]
             lines += [f"  ~ {doc.public_name}" for doc in d.updated]
             lines += [f"  - {s.server}.{name}" for name in d.deleted]
+            lines += [f"  ! {note}" for note in s.notes[:MAX_NOTES_SHOWN]]
+            if len(s.notes) > MAX_NOTES_SHOWN:
+                lines.append(f"  ! … and {len(s.notes) - MAX_NOTES_SHOWN} more (--json lists them all)")
         c = self.counts
         lines.append(
             f"total: {c['created']} created, {c['updated']} updated, {c['deleted']} deleted, {c['unchanged']} "
@@ -128,7 +144,15 @@ class SyncReport:
 
 
 READERS = 8  # servers read at once
+MAX_NOTES_SHOWN = 20  # of one server's notes, in the text report
 ListTools = Callable[[str], list[dict[str, Any]]]
+
+
+class _Unread:
+    """Why a server's tools could not be read (or stored): that server's error in the report, never the sync's."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
 
 def sync_server(
@@ -137,18 +161,33 @@ def sync_server(
     list_tools: ListTools,
     *,
     clock: Callable[[], float] = time.time,
-    listed: list[dict[str, Any]] | ServerUnavailable | None = None,
+    listed: list[dict[str, Any]] | _Unread | None = None,
+    pinned: bool = False,
 ) -> ServerSync:
     """Sync one server: read its tools (unless `listed` already holds them, or why they could not be read), diff
-    them with the store, write what changed."""
+    them with the store, write what changed and what is taken as approved (`pins.approved_by_sync`; `pinned`: the
+    server's tools are pinned). Whatever goes wrong is this server's error in its ServerSync."""
     if listed is None:
         listed = _read(server, list_tools)
-    if isinstance(listed, ServerUnavailable):
+    if isinstance(listed, _Unread):
         return ServerSync(server.name, error=listed.reason)
-    current = documents(server.name, listed)
+    try:
+        return _store(server, store, listed, clock, pinned=pinned)
+    except Exception as exc:  # a listing we cannot store (a bug of ours, a store error) costs this server alone
+        logger.warning("storing the tools of %s failed", server.name, extra={"error": type(exc).__name__})
+        return ServerSync(server.name, error=f"its tools could not be stored ({type(exc).__name__})")
+
+
+def _store(
+    server: ServerConfig, store: ToolStore, listed: list[dict[str, Any]], clock: Callable[[], float], *, pinned: bool
+) -> ServerSync:
+    bounded, notes = bound_listing(server.name, listed)
+    current = documents(server.name, bounded)
+    notes += [f"{doc.public_name}: {'; '.join(doc.notes)}" for doc in current if doc.notes]
     state = next((s for s in store.servers() if s.server == server.name), None)
-    if state is not None and state.fingerprint != server.fingerprint:
+    if state is not None and not same_server(state.fingerprint, server):
         store.forget(server.name)  # another command or URL under the old name: a new server, pins and all
+        state = None
     stored = {t.document.name: t for t in store.tools(server.name)}
     change = diff(current, stored)
     seq = store.apply(
@@ -158,15 +197,23 @@ def sync_server(
         deleted=change.deleted,
         synced_at=clock(),
         fingerprint=server.fingerprint,
+        approved=approved_by_sync(current, stored, pinned=pinned, first_sync=state is None),
     )
-    return ServerSync(server.name, change, seq=seq if change.changed else None)
+    return ServerSync(server.name, change, seq=seq if change.changed else None, notes=notes)
 
 
-def _read(server: ServerConfig, list_tools: ListTools) -> list[dict[str, Any]] | ServerUnavailable:
+def _read(server: ServerConfig, list_tools: ListTools) -> list[dict[str, Any]] | _Unread:
+    """The server's tools, or why they could not be read: unreachable, refused (a protocol error or an answer that
+    is not valid MCP), or anything else (named by its type only: its text may quote a secret)."""
     try:
         return list_tools(server.name)
     except ServerUnavailable as exc:
-        return exc
+        return _Unread(exc.reason)
+    except ServerRefused as exc:
+        return _Unread(str(exc))
+    except Exception as exc:
+        logger.warning("reading the tools of %s failed", server.name, extra={"error": type(exc).__name__})
+        return _Unread(f"reading its tools failed ({type(exc).__name__})")
 
 
 def sync_servers(
@@ -187,7 +234,7 @@ def sync_servers(
     with ThreadPoolExecutor(max_workers=max(1, min(READERS, len(chosen)))) as readers:
         listings = list(readers.map(lambda server: _read(server, list_tools), chosen))
     results = [
-        sync_server(server, store, list_tools, clock=clock, listed=listed)
+        sync_server(server, store, list_tools, clock=clock, listed=listed, pinned=server.pin or config.pin)
         for server, listed in zip(chosen, listings, strict=True)
     ]
     if prune if prune is not None else wanted is None:
@@ -200,6 +247,16 @@ def sync_servers(
     return SyncReport(results, time.perf_counter() - started)
 
 
+def same_server(fingerprint: str, server: ServerConfig) -> bool:
+    """Whether a stored fingerprint is `server`'s: today's form, or the one stores of schema 1 wrote (the command
+    line with `${VAR}` expanded), as they hold it or as their migration left it (its digest), so upgrading does not
+    make every server a new one (which would trust its tools afresh); the sync then stores today's form."""
+    if fingerprint == server.fingerprint:
+        return True
+    legacy = server.legacy_fingerprint
+    return fingerprint in (legacy, legacy_digest(legacy))
+
+
 def due(config: GatewayConfig, store: ToolStore, now: float) -> list[str]:
     """The enabled servers never synced, or synced longer than their `ttl_s` ago."""
     synced = {s.server: s for s in store.servers()}
@@ -207,6 +264,6 @@ def due(config: GatewayConfig, store: ToolStore, now: float) -> list[str]:
         s.name
         for s in config.enabled
         if s.name not in synced
-        or synced[s.name].fingerprint != s.fingerprint
+        or synced[s.name].fingerprint != s.fingerprint  # an old store's form is rewritten by the sync this asks for
         or now - synced[s.name].synced_at >= s.ttl_s
     ]

@@ -3,7 +3,7 @@
 Each server is a category (described by its `description`), and each of the server's own categories (the
 servers file's `categories`: name → tool-name globs) a category `SERVER/NAME` under it. A tool keeps its input
 schema, output schema, title and annotations as the server lists them. A tool of a pinned server whose
-definition changed since it was pinned is withheld (left out, and listed as withheld) until it is approved.
+definition is not the approved one is withheld (left out, and listed as withheld) until it is approved (`pins`).
 A spec's catalog (`base`) may sit beside the servers: its tools and categories come first, and its API (title,
 auth, base URL) is the catalog's, so its tools are called upstream as without a gateway. Example::
 
@@ -21,6 +21,7 @@ from typing import Any
 
 from progressive_mcp.catalog import ANNOTATION_NAMES, Api, Catalog, CatalogTool, Param, _freeze
 from progressive_mcp.gateway.config import GatewayConfig, ServerConfig, ServersFileError
+from progressive_mcp.gateway.pins import withheld_entry
 from progressive_mcp.gateway.store import StoredTool
 
 GATEWAY_API = Api(
@@ -35,7 +36,7 @@ def gateway_catalog(
     config: GatewayConfig, stored: Iterable[StoredTool], *, base: Catalog | None = None
 ) -> tuple[Catalog, list[dict[str, str]]]:
     """The catalog of the enabled servers' stored tools (after `base`'s, if given), and the tools withheld
-    (name, server, reason)."""
+    (`pins.withheld_entry`: name, server, status, hash, reason)."""
     if base is not None:
         check_beside(config, base)
     by_server: dict[str, list[StoredTool]] = {}
@@ -49,15 +50,8 @@ def gateway_catalog(
         for name in server.categories:
             categories[f"{server.name}/{name}"] = f"{categories[server.name].rstrip('.')}: {name}."
         for item in by_server.get(server.name, []):
-            if (server.pin or config.pin) and item.changed_since_pinned:
-                withheld.append(
-                    {
-                        "name": item.document.public_name,
-                        "server": server.name,
-                        "reason": "its description or schema changed since it was pinned; approve it with "
-                        f"`progressive-mcp sync --approve {item.document.public_name}`",
-                    }
-                )
+            if (server.pin or config.pin) and not item.approved:
+                withheld.append(withheld_entry(item))
                 continue
             tools.append(catalog_tool(server, item))
     used = {t.category for t in tools}

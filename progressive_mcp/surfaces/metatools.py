@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from progressive_mcp.calls.codemode import execute_definition
-from progressive_mcp.calls.stubs import tool_stubs
+from progressive_mcp.calls.stubs import python_names, tool_stubs
 from progressive_mcp.catalog import TOOL_ANNOTATIONS, Catalog, CatalogTool, _thaw, closest_names
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool, clip
 from progressive_mcp.search.index import SearchIndex
@@ -208,6 +208,8 @@ class MetaTools:
             for d in code_tool_definitions(catalog, self.tools)
         ]
         self._folded_categories = {c.lower(): c for c in self._by_category}
+        # Code mode's function names, unique over the whole catalog: a tool's name is the same in every surface.
+        self.python_names = python_names(t.name for t in catalog.tools)
 
     def discovery_handlers(self, *, code: bool = False) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
         """Handlers of the meta-tools answered from the catalog alone (TOOL_CALL and TOOL_EXECUTE need the
@@ -289,7 +291,7 @@ class MetaTools:
         result = self.tool_search(args)
         for entry in result["results"]:
             if entry.pop("inputSchema", None) is not None:
-                entry["stub"] = tool_stubs([self.lookup(entry["name"])])
+                entry["stub"] = tool_stubs([self.lookup(entry["name"])], self.python_names)
         return result
 
     def tool_get_code(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -302,7 +304,7 @@ class MetaTools:
         found = [self.lookup(entry["name"]) for entry in result["tools"]]
         if chosen == "python":  # the names are in the stubs
             del result["tools"]
-            result["stubs"] = tool_stubs(found)
+            result["stubs"] = tool_stubs(found, self.python_names)
         else:
             result["tools"] = [
                 {**entry, "outputSchema": _thaw(tool.output_schema)} if tool.output_schema is not None else entry

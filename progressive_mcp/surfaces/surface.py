@@ -42,7 +42,7 @@ from progressive_mcp.calls.shaping import shape_result
 from progressive_mcp.calls.stubs import forced_json
 from progressive_mcp.calls.upstream import UpstreamClient, UpstreamTransport, http_method
 from progressive_mcp.catalog import Catalog, CatalogTool
-from progressive_mcp.errors import ConfigError, MissingApiKey, ToolError, UnknownTool
+from progressive_mcp.errors import ConfigError, MissingApiKey, ToolError, ToolWithheld, UnknownTool
 from progressive_mcp.gateway.results import script_value, server_result
 from progressive_mcp.redaction import key_problem, redact
 from progressive_mcp.settings import Mode, Settings
@@ -150,7 +150,9 @@ class Surface:
         self.sandbox = sandbox if sandbox is not None else shared_sandbox()
         self.script_limits = script_limits or ScriptLimits()
         self._code = (
-            CodeMode(self.meta.tools, self.sandbox, self.script_limits, max_result_tokens) if mode == "code" else None
+            CodeMode(self.meta.tools, self.sandbox, self.script_limits, max_result_tokens, names=self.meta.python_names)
+            if mode == "code"
+            else None
         )
         # Each catalog tool's wire definition, made once and shared by every variant of this surface. The SDK's
         # models of them (for the stdio server) are made on the first `list_tools()`: mcp_types is not imported
@@ -293,7 +295,7 @@ class Surface:
             if name == TOOL_EXECUTE and self._code is not None:
                 return self._execute(args, ctx)
         except ToolError as exc:
-            return _error_result(exc, ctx)
+            return _error_result(self._withheld(exc), ctx)
         direct = self._direct.get(name) if name not in META_TOOL_NAMES else None
         if direct is None:
             raise self._unknown(name)
@@ -525,6 +527,9 @@ class Surface:
 
     def _unknown(self, name: str) -> UnknownTool:
         """The error for a name this surface does not offer; it names only tools the surface has."""
+        withheld = self._withheld(UnknownTool(name, []))
+        if isinstance(withheld, ToolWithheld):
+            return withheld
         suggestions = self.catalog.suggest(name, among=[d["name"] for d in self._definitions])
         if self.mode != "direct":
             return UnknownTool(name, suggestions)
@@ -532,6 +537,14 @@ class Surface:
         if name in META_TOOL_NAMES:
             how = f"{name} is not offered here: this server runs in direct mode, where {how[0].lower()}{how[1:]}"
         return UnknownTool(name, suggestions, how_to_find=how)
+
+    def _withheld(self, exc: ToolError) -> ToolError:
+        """An unknown tool that is a gateway's withheld one says so, and how it gets approved; any other error
+        stays as it is."""
+        if not isinstance(exc, UnknownTool) or self.gateway is None:
+            return exc
+        entry = next((w for w in self.gateway.withheld if w["name"] == exc.name), None)
+        return exc if entry is None else ToolWithheld(exc.name, entry["reason"], entry["hash"])
 
 
 class GatewaySurfaces:
