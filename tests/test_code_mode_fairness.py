@@ -33,6 +33,8 @@ from progressive_mcp.sources import load_catalog
 from progressive_mcp.surfaces.endpoint import Endpoint, HttpRequest
 from progressive_mcp.surfaces.surface import Surface
 
+TOKEN_A = "tok-A-3E9B51C7A2D84F06b71"  # endpoint tokens have at least 24 characters
+TOKEN_B = "tok-B-8C27F4D1E6A930B5c02"
 KEY_A = "RunAway-Caller-A-1111"
 KEY_B = "Patient-Caller-B-2222"
 WALL_S = 8.0  # the server's script time limit here: runaway scripts hold a worker this long
@@ -315,12 +317,12 @@ def test_passthrough_callers_are_their_keys_or_else_their_address() -> None:
 
 def test_server_key_callers_are_their_bearer_tokens() -> None:
     sandbox = RecordingSandbox()
-    endpoint = endpoint_with(sandbox, auth_mode="server-key", endpoint_tokens=("tok-A", "tok-B"), api_key="srv-k")
-    execute_over(endpoint, {"Authorization": "Bearer tok-A"}, "198.51.100.7")
-    execute_over(endpoint, {"Authorization": "Bearer tok-B"}, "198.51.100.7")
+    endpoint = endpoint_with(sandbox, auth_mode="server-key", endpoint_tokens=(TOKEN_A, TOKEN_B), api_key="srv-k")
+    execute_over(endpoint, {"Authorization": f"Bearer {TOKEN_A}"}, "198.51.100.7")
+    execute_over(endpoint, {"Authorization": f"Bearer {TOKEN_B}"}, "198.51.100.7")
     assert sandbox.seen == [
-        (caller_id("token", "tok-A"), "198.51.100.7"),
-        (caller_id("token", "tok-B"), "198.51.100.7"),
+        (caller_id("token", TOKEN_A), "198.51.100.7"),
+        (caller_id("token", TOKEN_B), "198.51.100.7"),
     ]
 
 
