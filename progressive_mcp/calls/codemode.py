@@ -23,6 +23,7 @@ from progressive_mcp.calls.shaping import shape_script_answer
 from progressive_mcp.calls.stubs import python_name, tool_stubs
 from progressive_mcp.catalog import CatalogTool
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool, UpstreamTimeout
+from progressive_mcp.redaction import Secrets
 
 TOOL_EXECUTE = "TOOL_EXECUTE"
 MAX_CODE_CHARS = 20_000  # a script that calls a few tools and computes an answer is a few hundred
@@ -70,8 +71,11 @@ class CodeMode:
             stubs = self._stubs[key] = tool_stubs(tools)
         return stubs
 
-    def execute(self, args: dict[str, Any], call_tool: CallTool, deadline: float | None) -> dict[str, Any]:
-        """Run `args["code"]`; raises ToolError (InvalidArguments, or ScriptError for a script that failed)."""
+    def execute(
+        self, args: dict[str, Any], call_tool: CallTool, deadline: float | None, *, secrets: Secrets | None = None
+    ) -> dict[str, Any]:
+        """Run `args["code"]`; raises ToolError (InvalidArguments, or ScriptError for a script that failed). The
+        answer has `secrets` masked before it is cut to the budget (a script may put pieces of one together)."""
         extra = sorted(set(args) - {"code"})
         code = args.get("code")
         if extra or not isinstance(code, str) or not code.strip():
@@ -84,6 +88,8 @@ class CodeMode:
         functions = {python_name(t.name): _host_function(t, call_tool) for t in used}
         outcome = self.sandbox.run(code, self._stubs_for(used), functions, self.limits, deadline=deadline)
         answer = {"result": outcome.result, "printed": outcome.printed, "calls": [c.as_json() for c in outcome.calls]}
+        if secrets:
+            answer, _ = secrets.scrub(answer)
         return shape_script_answer(answer, self.budget_tokens)
 
 
