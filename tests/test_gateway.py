@@ -162,6 +162,14 @@ def test_what_a_var_stands_for_in_args_or_url_and_a_urls_userinfo_are_secrets() 
     assert "arg-s3cret-value" not in repr(cli) and "qu3ry-t0ken-value" not in repr(web)
 
 
+def test_short_configuration_values_are_not_secrets() -> None:
+    """`true`, `info` or `8080` in a server's env would, as secrets, be masked out of every answer (and out of the
+    JSON text of every result): values shorter than 8 characters are configuration."""
+    env = {"DEBUG": "true", "LEVEL": "info", "PORT": "8080", "TOKEN": "a-real-token-0042"}
+    config = parse_servers({"mcpServers": {"s": {"command": "run", "env": env}}}, "servers.json", {})
+    assert config.secrets == ("a-real-token-0042",)
+
+
 def test_vs_code_servers_key_is_read_too() -> None:
     config = parse_servers({"servers": {"a": {"type": "stdio", "command": "run"}}}, "mcp.json", {})
     assert config.servers[0].command == "run"

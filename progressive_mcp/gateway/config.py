@@ -22,6 +22,7 @@ from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from progressive_mcp.errors import InputFileError
+from progressive_mcp.redaction import GLUED_KEY_CHARS
 
 DEFAULT_TTL_S = 3600  # a server's tools are re-read at most this long after its last sync
 DEFAULT_TIMEOUT_S = 30.0  # one request to a server (start-up, a page of tools/list, a call)
@@ -67,9 +68,11 @@ class ServerConfig:
     @property
     def secrets(self) -> tuple[str, ...]:
         """Values that must never appear in an answer, a log line or the index: env and header values, what a
-        `${VAR}` stood for anywhere in the entry, and the URL's user and password."""
+        `${VAR}` stood for anywhere in the entry, and the URL's user and password. A value shorter than a glued
+        key (8 characters) is configuration, not a credential (`true`, `info`, `8080`): masked everywhere, it
+        would take those words and numbers out of every answer (and break the JSON text that holds them)."""
         values = (*self.env.values(), *self.headers.values(), *self.expanded, *_userinfo(self.url))
-        return tuple(dict.fromkeys(v for v in values if len(v) >= 4))
+        return tuple(dict.fromkeys(v for v in values if len(v) >= GLUED_KEY_CHARS))
 
     @property
     def fingerprint(self) -> str:
