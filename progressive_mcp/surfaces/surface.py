@@ -281,11 +281,13 @@ class Surface:
         Whatever it says passes a last masking step: the call's secrets (see `call_secrets`) are masked where text
         was made too, before any cut; this pass is there for what a path missed. Catalog answers (TOOL_LIST,
         TOOL_SEARCH, TOOL_GET) hold no caller key: only the servers' secrets are looked for in them."""
+        if self.mode != "direct" and name in self._discovery:  # the catalog's own answers: no key went into them
+            result = self._call_tool_wire(name, arguments, ctx)
+            return self._server_secrets.scrub(result)[0] if self._server_secrets else result
         secrets = self.call_secrets(ctx)
         with secrets.in_logs():
             result = self._call_tool_wire(name, arguments, ctx)
-        discovery = self.mode != "direct" and name in self._discovery
-        masked, _ = (self._server_secrets if discovery else secrets).scrub(result)
+        masked, _ = secrets.scrub(result)
         return masked
 
     def call_secrets(self, ctx: CallContext) -> Secrets:
