@@ -76,6 +76,7 @@ bench: $(STAMP)
 	@$(PY) bench/gateway.py
 	@$(PY) bench/token_bound.py
 	@$(PY) bench/yaml_bound.py
+	@$(PY) bench/masking.py
 
 # The CDK app (infra/): `synth` needs no Node and no AWS account; `deploy`/`destroy` use your AWS credentials.
 # Context: make synth CDK_CONTEXT="-c auth_mode=passthrough -c memory_mb=512"; CLI flags: CDK_ARGS="--profile p".

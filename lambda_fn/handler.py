@@ -30,6 +30,7 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from lambda_fn import snapstart
 from lambda_fn.aws import endpoint_from_environment
 from progressive_mcp.calls.codemode import TOOL_EXECUTE
+from progressive_mcp.redaction import escape_controls
 from progressive_mcp.surfaces.endpoint import Endpoint, Exchange, HttpRequest, HttpResponse
 from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 
@@ -180,8 +181,9 @@ def _observe(endpoint: Endpoint, response: HttpResponse, duration_ms: float, col
 
 def _loggable(text: str | None) -> str | None:
     """Text a log stream can write: a lone surrogate (a "\\ud800" escape in the body) has no UTF-8 form, and a line
-    holding one would be dropped, so it is logged as its escape."""
-    return None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
+    holding one would be dropped, so it is logged as its escape; control and bidi characters (which the JSON of a
+    log line keeps as they are, or a terminal obeys) are escaped too."""
+    return None if text is None else escape_controls(text).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _observe_service(endpoint: Endpoint, exchange: Exchange) -> None:

@@ -176,6 +176,19 @@ def test_the_gateway_bounds_bench_syncs_a_server_listing_too_much() -> None:
     assert result["tool_get_big_tokens"] <= 2500 and result["direct_definition_big_tokens"] <= 2500
 
 
+def test_the_masking_bench_measures_every_set_of_secrets() -> None:
+    done = run_bench("masking.py", "--json", timeout=110)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(figures["scan_ms_per_mb"]) == {
+        "no secret",
+        "one key (16 characters)",
+        "user:password key",
+        "5 servers' secrets",
+    }
+    assert "TOOL_GET, key 'demo'" in figures["calls_ms"]
+
+
 def test_the_author_vocabulary_benchmark_runs_end_to_end() -> None:
     done = run_bench("author_vocabulary.py", timeout=110)
 

@@ -141,8 +141,33 @@ def test_a_claude_desktop_file_reads_into_servers_with_their_settings(tmp_path: 
     memory, remote = config.servers[0], config.servers[1]
     assert memory.transport == "stdio" and memory.env == {"K": "abcd1234"}
     assert remote.transport == "http" and remote.headers == {"Authorization": "Bearer tok-5678"}
-    assert config.pin and set(config.secrets) == {"abcd1234", "Bearer tok-5678"}
+    assert config.pin and set(config.secrets) == {"abcd1234", "Bearer tok-5678", "tok-5678"}
     assert "abcd1234" not in repr(config) and "tok-5678" not in repr(config)
+
+
+def test_what_a_var_stands_for_in_args_or_url_and_a_urls_userinfo_are_secrets() -> None:
+    """Issue 27, finding 10: a `${VAR}` in `args`, `command` or `url` is a secret as an env value is (masked in
+    answers, errors and logs; see tests/test_masking.py), and so are the user and password of a URL."""
+    data = {
+        "mcpServers": {
+            "cli": {"command": "${TOOL_HOME}/run", "args": ["--token=${ARG_SECRET}", "--verbose"]},
+            "web": {"url": "https://bot:p%40ss-w0rd-9@mcp.example.com/mcp?key=${QUERY_TOKEN}"},
+        }
+    }
+    environ = {"ARG_SECRET": "arg-s3cret-value", "QUERY_TOKEN": "qu3ry-t0ken-value", "TOOL_HOME": "/opt/tool"}
+    config = parse_servers(data, "servers.json", environ)
+    cli, web = config.servers
+    assert set(cli.secrets) == {"arg-s3cret-value", "/opt/tool"}
+    assert set(web.secrets) == {"qu3ry-t0ken-value", "p%40ss-w0rd-9", "p@ss-w0rd-9"}  # "bot" is too short
+    assert "arg-s3cret-value" not in repr(cli) and "qu3ry-t0ken-value" not in repr(web)
+
+
+def test_short_configuration_values_are_not_secrets() -> None:
+    """`true`, `info` or `8080` in a server's env would, as secrets, be masked out of every answer (and out of the
+    JSON text of every result): values shorter than 8 characters are configuration."""
+    env = {"DEBUG": "true", "LEVEL": "info", "PORT": "8080", "TOKEN": "a-real-token-0042"}
+    config = parse_servers({"mcpServers": {"s": {"command": "run", "env": env}}}, "servers.json", {})
+    assert config.secrets == ("a-real-token-0042",)
 
 
 def test_vs_code_servers_key_is_read_too() -> None:

@@ -335,6 +335,16 @@ def test_a_lone_surrogate_in_the_method_still_gets_its_log_line(upstream: Sample
     assert "Logging error" not in captured.err
 
 
+def test_control_and_bidi_characters_in_the_method_are_escaped_in_its_log_line(
+    upstream: SampleUpstream, out: Output
+) -> None:
+    """Issue 27, finding 14: the JSON of a log line keeps a bidi override as it is, and a terminal obeys it."""
+    body = '{"jsonrpc":"2.0","id":1,"method":"ping\\u202e\\u001b[2Kx"}'
+    make_handler(passthrough(upstream))(api_event(body), ctx())
+    (line,) = request_logs(out.capsys.readouterr().out)
+    assert line["rpc_method"] == "ping\\u202e\\x1b[2Kx"
+
+
 def test_log_keys_do_not_leak_between_invocations(upstream: SampleUpstream, out: Output) -> None:
     handle = make_handler(passthrough(upstream))
     handle(api_event(rpc("tools/list"), request_id="first-id"), ctx())

@@ -6,15 +6,26 @@ from __future__ import annotations
 import base64
 import html
 import json
+import logging
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+from fixtures.servers.echo_forms import ALL_FORMS, SPLIT, echo, leaks
 
 from progressive_mcp.calls.cache import SERVER, MemoryCache
-from progressive_mcp.calls.upstream import UpstreamClient, UpstreamRequest, UpstreamResponse
-from progressive_mcp.redaction import MASK, contains, key_problem, redact, scrub
+from progressive_mcp.calls.upstream import UpstreamClient, UpstreamRequest, UpstreamResponse, error_text
+from progressive_mcp.redaction import (
+    MASK,
+    Secrets,
+    contains,
+    escape_controls,
+    key_problem,
+    protect_logs,
+    redact,
+    scrub,
+)
 from progressive_mcp.sources import load_catalog
 from progressive_mcp.surfaces.surface import CallContext, Surface
 
@@ -74,6 +85,90 @@ def test_keys_too_short_or_not_ascii_are_refused() -> None:
 
 def test_redact_survives_a_lone_surrogate_in_the_key() -> None:
     assert "\ud800" not in redact("key \ud800abcdefgh here", "\ud800abcdefgh")
+
+
+# --- the forms of issue 27 (finding 12) -----------------------------------------------------------
+
+GENERATED_KEY = "9f8e7d6c5b4a39281706f5e4d3c2b1a0"  # a Twilio auth token's shape
+
+
+@pytest.mark.parametrize("form", ALL_FORMS)
+def test_every_echo_form_of_a_generated_key_is_found_and_masked(form: str) -> None:
+    text = f"Invalid credentials {echo(GENERATED_KEY, form, 3)} (request 42)."
+    assert contains(text, GENERATED_KEY)
+    masked = redact(text, GENERATED_KEY)
+    assert leaks(masked, GENERATED_KEY, form) == [], masked
+    assert masked.endswith("(request 42).") and masked.startswith("Invalid credentials xxx")
+
+
+@pytest.mark.parametrize("form", [f for f in ALL_FORMS if f != SPLIT])
+def test_every_echo_form_of_a_word_like_key_is_found_and_masked(form: str) -> None:
+    """A key that does not look generated has every form but the halves (which would be words)."""
+    masked = redact(f"key: {echo(OPERATOR_KEY, form)}.", OPERATOR_KEY)
+    assert leaks(masked, OPERATOR_KEY, form) == [], masked
+
+
+def test_each_side_of_a_basic_key_is_masked_alone() -> None:
+    stripe = "sk_test_4eC39HqLyjWDarjtT1zdp7dc:"  # the user part is the secret
+    twilio = "AC5f2b8c9d0e1a4b7c3d6e9f0a1b2c3d4e:" + GENERATED_KEY
+    assert redact("Invalid API Key provided: sk_test_4eC39HqLyjWDarjtT1zdp7dc", stripe).endswith(f": {MASK}")
+    assert redact(f"token {GENERATED_KEY} expired", twilio) == f"token {MASK} expired"
+    assert redact("account AC5f2b8c9d0e1a4b7c3d6e9f0a1b2c3d4e", twilio) == f"account {MASK}"
+    # A side shorter than a key is no secret of its own ("me"), the other side is.
+    assert redact("user me, password 90210773412", "me:90210773412") == f"user me, password {MASK}"
+
+
+def test_a_base64_echo_is_masked_with_its_whole_run_and_no_tail() -> None:
+    key = "AC5f2b8c9d0e1a4b7c3d6e9f0a1b2c3d4e:" + GENERATED_KEY
+    for header in (base64.b64encode(key.encode()).decode(), base64.urlsafe_b64encode(b"x" + key.encode()).decode()):
+        assert redact(f"Authorization: Basic {header}; retry", key) == f"Authorization: Basic {MASK}; retry"
+
+
+def test_a_numeric_key_echoed_as_a_json_number_is_masked_and_reported() -> None:
+    cleaned, found = scrub({"account": 90210773412, "count": 3, "ratio": 0.5}, "90210773412")
+    assert found and cleaned == {"account": MASK, "count": 3, "ratio": 0.5}
+    assert scrub({"count": 902107734}, "90210773412") == ({"count": 902107734}, False)
+
+
+def test_short_keys_keep_their_whole_token_guarantee_in_every_new_form() -> None:
+    text = "a demonstration: omed, d e m o, 64656d6f, qrzb"  # the transformed forms of a short key are words
+    assert redact(text, "demo") == text
+    assert redact("key &#100&#101&#109&#111 and %2564emo", "demo") == f"key {MASK} and {MASK}"
+
+
+def test_a_text_is_masked_before_it_is_cut() -> None:
+    text = "x" * 280 + " " + GENERATED_KEY + " tail"
+    for limit in range(270, 320, 3):
+        shown = Secrets.of(GENERATED_KEY).clean(text, limit)
+        assert len(shown) <= limit and not any(GENERATED_KEY[:n] in shown for n in range(6, 33)), shown
+    body = json.dumps({"message": "Bad value " + "x" * 280 + " for " + GENERATED_KEY + " " + "y" * 50}).encode()
+    said = error_text(body, secrets=Secrets.of(GENERATED_KEY))  # cut at 300 characters, 15 into the key
+    assert f" for {MASK}" in said and said.endswith("…") and GENERATED_KEY[:6] not in said
+
+
+def test_control_and_bidi_characters_are_escaped() -> None:
+    line = "\x1b[2K\x1b[1G\x1b[32mINFO: all servers healthy\u202e\u200b\r\x00"
+    assert escape_controls(line) == "\\x1b[2K\\x1b[1G\\x1b[32mINFO: all servers healthy\\u202e\\u200b\\x0d\\x00"
+    assert escape_controls("two\nlines\tand a tab, café ✓") == "two\nlines\tand a tab, café ✓"
+
+
+def test_every_log_record_is_masked_and_escaped(caplog: pytest.LogCaptureFixture) -> None:
+    process_secret, call_secret = "pr0cess-S3cret-77aa", "ca11er-S3cret-88bb"
+    protect_logs(Secrets.of(process_secret))
+    log = logging.getLogger("some.library")
+    with caplog.at_level(logging.INFO):
+        log.info("process %s", process_secret[::-1])
+        with Secrets.of(call_secret).in_logs():
+            log.warning("call %s \x1b[31m", call_secret.upper())
+            try:
+                raise ValueError(f"failed with {call_secret}")
+            except ValueError:
+                log.exception("it failed")
+        log.info("after the call %s", call_secret)  # no longer this call's: not masked
+    assert process_secret[::-1] not in caplog.text and call_secret.upper() not in caplog.text
+    assert "failed with" in caplog.text and f"failed with {call_secret}" not in caplog.text
+    assert "\x1b" not in caplog.text and "\\x1b[31m" in caplog.text
+    assert f"after the call {call_secret}" in caplog.text
 
 
 # --- answers -------------------------------------------------------------------------------------

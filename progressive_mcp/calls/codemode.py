@@ -23,6 +23,7 @@ from progressive_mcp.calls.shaping import shape_script_answer
 from progressive_mcp.calls.stubs import clashing_names, python_name, python_names, tool_stubs
 from progressive_mcp.catalog import CatalogTool
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool, UpstreamTimeout
+from progressive_mcp.redaction import Secrets
 
 TOOL_EXECUTE = "TOOL_EXECUTE"
 MAX_CODE_CHARS = 20_000  # a script that calls a few tools and computes an answer is a few hundred
@@ -83,9 +84,11 @@ class CodeMode:
         *,
         caller: str | None = None,
         address: str | None = None,
+        secrets: Secrets | None = None,
     ) -> dict[str, Any]:
         """Run `args["code"]` for `caller` from `address` (their share of the sandbox: see Sandbox.run); raises
-        ToolError (InvalidArguments, or ScriptError for a script that failed or found no worker)."""
+        ToolError (InvalidArguments, or ScriptError for a script that failed or found no worker). The answer has
+        `secrets` masked before it is cut to the budget (a script may put pieces of one together)."""
         extra = sorted(set(args) - {"code"})
         code = args.get("code")
         if extra or not isinstance(code, str) or not code.strip():
@@ -109,6 +112,8 @@ class CodeMode:
             code, self._stubs_for(used), functions, self.limits, deadline=deadline, caller=caller, address=address
         )
         answer = {"result": outcome.result, "printed": outcome.printed, "calls": [c.as_json() for c in outcome.calls]}
+        if secrets:
+            answer, _ = secrets.scrub(answer)
         return shape_script_answer(answer, self.budget_tokens)
 
 

@@ -50,7 +50,7 @@ from progressive_mcp.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from progressive_mcp.redaction import contains, redact, scrub
+from progressive_mcp.redaction import Secrets, redact
 
 logger = logging.getLogger(__name__)
 
@@ -430,12 +430,16 @@ class UpstreamClient:
             },
         )
         payload, fmt = self._interpret(tool, arguments, response, attempt, api_key)
-        # An answer that echoes the key (in any shape or encoding) is passed on masked, and never kept. The
-        # whole body is checked first (a few ms for MBs), so only an answer that holds the key is walked.
-        held_key = bool(api_key) and contains(response.body.decode("utf-8", errors="replace"), api_key or "")
+        # An answer that echoes the key (in any shape or encoding, or each side of a user:password) is passed on
+        # masked, and never kept. The whole body is checked first, so only an answer that holds the key is walked;
+        # JSON's \u escapes may hide a form only the parsed answer shows.
+        secrets = Secrets.of(api_key)
+        body = response.body.decode("utf-8", errors="replace")
+        held_key = secrets.found_in(body) or (
+            fmt == "json" and "\\u" in body and secrets.found_in(json.dumps(payload, ensure_ascii=False))
+        )
         if held_key:
-            payload, held_key = scrub(payload, api_key)
-        if held_key:
+            payload, _ = secrets.scrub(payload)  # held, even if only in a part of the body the payload dropped
             logger.warning("upstream answer held the API key; masked, not cached", extra={"tool": tool.name})
         return UpstreamResult(payload, fmt, response.status, attempt, elapsed_ms, len(response.body), held_key)
 
@@ -633,8 +637,8 @@ class UpstreamClient:
 
     def _said(self, response: UpstreamResponse, api_key: str | None) -> str:
         """What an HTTP error body says, briefly and with the key masked, as ": …" (or "" if nothing useful)."""
-        message = error_text(response.body, self.api.error_message_field)
-        return f": {redact(message, api_key)}" if message else ""
+        message = error_text(response.body, self.api.error_message_field, secrets=Secrets.of(api_key))
+        return f": {message}" if message else ""
 
     def _raise_for_error_body(
         self,
@@ -654,7 +658,7 @@ class UpstreamClient:
                     continue
                 named = self.api.error_message_field
                 message_value = payload.get(named) if named and payload.get(named) is not None else payload[field]
-                message = redact(_as_text(message_value), api_key)
+                message = Secrets.of(api_key).clean(_as_text(message_value))
                 raise classify_error_text(self.api, tool, arguments, kind, message)
         if not empty_is_data and _is_empty(payload):
             raise UpstreamRejected(self._no_data(tool, arguments))
@@ -739,8 +743,11 @@ def _depth_within(value: Any, limit: int) -> bool:
     return True
 
 
-def error_text(body: bytes, message_field: str | None = None, limit: int = 300) -> str:
-    """A short, readable message from an error body: the JSON message field, or the text (never HTML)."""
+def error_text(
+    body: bytes, message_field: str | None = None, limit: int = 300, *, secrets: Secrets | None = None
+) -> str:
+    """A short, readable message from an error body: the JSON message field, or the text (never HTML), with
+    `secrets` masked and control characters escaped before it is cut (a cut would leave a secret's start)."""
     text = body[: 64 * 1024].decode("utf-8", errors="replace").strip()
     if not text or text[:15].lower().startswith(("<!doctype", "<html")):
         return ""
@@ -752,8 +759,7 @@ def error_text(body: bytes, message_field: str | None = None, limit: int = 300) 
                 if value not in (None, "", [], {}):
                     text = _as_text(value)
                     break
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return (secrets or Secrets()).clean(" ".join(text.split()), limit)
 
 
 def _as_text(value: Any) -> str:

@@ -3,7 +3,8 @@
 Each entry is a stdio server (`command`, `args`, `env`, `cwd`) or a Streamable HTTP server (`url`, `headers`),
 with optional gateway settings: `description`, `categories`, `ttl_s`, `enabled` (or `disabled`), `pin`,
 `timeout_s` and `idle_s`. VS Code's `servers` key and `type` field are read too. `${VAR}` and `${env:VAR}` in
-`args`, `env`, `url` and `headers` take the value of an environment variable. Example::
+`args`, `env`, `url` and `headers` take the value of an environment variable; each such value is a secret, as are
+`env` and `headers` values and a URL's user and password. Example::
 
     config = load_servers("~/.config/Claude/claude_desktop_config.json")
     [s.name for s in config.servers]            # ['memory', 'github']
@@ -18,8 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote, urlsplit
 
 from progressive_mcp.errors import InputFileError
+from progressive_mcp.redaction import GLUED_KEY_CHARS
 
 DEFAULT_TTL_S = 3600  # a server's tools are re-read at most this long after its last sync
 DEFAULT_TIMEOUT_S = 30.0  # one request to a server (start-up, a page of tools/list, a call)
@@ -40,15 +43,16 @@ class ServersFileError(InputFileError):
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """One server of the servers file. `env` and `headers` hold secrets: repr() never shows them."""
+    """One server of the servers file. `env`, `headers` and `expanded` hold secrets, `args` and `url` may: repr()
+    never shows them."""
 
     name: str
     transport: Literal["stdio", "http"]
     command: str | None = None
-    args: tuple[str, ...] = ()
+    args: tuple[str, ...] = field(default=(), repr=False)
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     cwd: str | None = None
-    url: str | None = None
+    url: str | None = field(default=None, repr=False)
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     description: str = ""
     # Category name → tool-name globs (fnmatch): the server's own grouping of its tools, under the server.
@@ -60,11 +64,17 @@ class ServerConfig:
     idle_s: float = DEFAULT_IDLE_S
     # The command line or URL as the servers file writes it: `${VAR}` references unexpanded, so no secret.
     written: str = ""
+    # What each `${VAR}` of the entry stood for (in `command`, `args` and `url` too): secrets like env values.
+    expanded: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """Values that must never appear in an answer, a log line or the index (env and header values)."""
-        return tuple(v for v in (*self.env.values(), *self.headers.values()) if len(v) >= 4)
+        """Values that must never appear in an answer, a log line or the index: env and header values, what a
+        `${VAR}` stood for anywhere in the entry, and the URL's user and password. A value shorter than a glued
+        key (8 characters) is configuration, not a credential (`true`, `info`, `8080`): masked everywhere, it
+        would take those words and numbers out of every answer (and break the JSON text that holds them)."""
+        values = (*self.env.values(), *self.headers.values(), *self.expanded, *_userinfo(self.url))
+        return tuple(dict.fromkeys(v for v in values if len(v) >= GLUED_KEY_CHARS))
 
     @property
     def fingerprint(self) -> str:
@@ -205,6 +215,7 @@ def _server(name: str, entry: Any, where: str, environ: Mapping[str, str], probl
             env={k: expand(v, f"env.{k}") for k, v in env.items()},
             cwd=str(Path(cwd).expanduser()) if cwd else None,
             written=_identity("stdio", command, tuple(args), None),
+            expanded=tuple(expand.values),
             **common,
         )
     url = entry["url"]
@@ -220,6 +231,7 @@ def _server(name: str, entry: Any, where: str, environ: Mapping[str, str], probl
         url=expand(url, "url"),
         headers={k: expand(v, f"headers.{k}") for k, v in headers.items()},
         written=_identity("http", None, (), url),
+        expanded=tuple(expand.values),
         **common,
     )
 
@@ -270,6 +282,7 @@ class _Expander:
 
     def __init__(self, where: str, environ: Mapping[str, str], problems: list[str]) -> None:
         self.where, self.environ, self.problems = where, environ, problems
+        self.values: list[str] = []  # what the references stood for
 
     def __call__(self, value: str, member: str) -> str:
         def substitute(match: re.Match[str]) -> str:
@@ -277,6 +290,7 @@ class _Expander:
             if name not in self.environ:
                 self.problems.append(f"{self.where}.{member}: environment variable {name} is not set")
                 return ""
+            self.values.append(self.environ[name])
             return self.environ[name]
 
         return _REFERENCE.sub(substitute, value)
@@ -286,6 +300,18 @@ def _identity(transport: str, command: str | None, args: tuple[str, ...], url: s
     if transport == "http":
         return _without_userinfo(url or "")
     return " ".join([command or "", *args])
+
+
+def _userinfo(url: str | None) -> tuple[str, ...]:
+    """A URL's user and password (`https://user:token@host/`), as sent and decoded."""
+    if not url:
+        return ()
+    try:
+        parts = urlsplit(url)
+        found = (parts.username, parts.password)
+    except ValueError:
+        return ()
+    return tuple(v for value in found if value for v in {value, unquote(value)})
 
 
 def _without_userinfo(url: str) -> str:

@@ -5,7 +5,8 @@ A stdio server is started on its first request (a call or a sync), kept while it
 loop in a background thread, so the synchronous core can call it from any thread. A server that cannot start,
 crashes or does not answer in `timeout_s` raises ServerUnavailable naming it and the reason; its next request
 waits out a backoff (1 s, doubling, at most 60 s) and then tries again. A server's stderr goes to a temporary
-file whose last lines, secrets masked, are logged when it fails. Example::
+file whose last line, secrets masked (see `ServerConfig.secrets`) and control characters escaped, is logged when it
+fails. Example::
 
     pool = ServerPool(load_servers("servers.json"))
     tools = pool.list_tools("memory")                    # every page of tools/list, as wire JSON
@@ -34,15 +35,15 @@ from pydantic import ValidationError
 from progressive_mcp.errors import ToolError
 from progressive_mcp.gateway.config import GatewayConfig, ServerConfig
 from progressive_mcp.gateway.limits import MAX_TOOLS_PER_SERVER
-from progressive_mcp.redaction import redact
+from progressive_mcp.redaction import Secrets, protect_logs
 
 logger = logging.getLogger(__name__)
 
 MAX_PAGES = 100  # of one server's tools/list
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 60.0
-STDERR_TAIL_CHARS = 2000
-STDERR_LINE_CHARS = 200
+STDERR_TAIL_CHARS = 16_000  # read from the end of a server's stderr to find its last line
+STDERR_LINE_CHARS = 200  # of that line shown, once masked
 _T = TypeVar("_T")
 
 
@@ -119,7 +120,9 @@ class ServerPool:
         self._connections: dict[str, _Connection] = {}
         self._starting: dict[str, anyio.Lock] = {}
         self._backoff: dict[str, _Backoff] = {}
-        self._secrets = config.secrets
+        # Every server's secrets are masked in whatever the pool says of any server (and in the process's logs).
+        self._secrets = Secrets.of(*config.secrets, basic_parts=False)
+        protect_logs(self._secrets)
 
     # The synchronous API: each runs on the pool's event loop and waits for it.
 
@@ -214,7 +217,7 @@ class ServerPool:
             raise
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:  # the server answered, with an error: it stays up
-                raise ServerRefused(server.name, self._mask(" ".join(str(exc.message).split())[:300])) from None
+                raise ServerRefused(server.name, self._secrets.clean(" ".join(str(exc.message).split()), 300)) from None
             reason = "it closed the connection (the process exited or crashed)"
             raise await self._failed(server, reason) from None
         except ValidationError:
@@ -292,10 +295,10 @@ class ServerPool:
         self._group.start_soon(run)
         await started.wait()
         if failure or done.is_set():
-            tail = _tail(stderr)
+            tail = self._stderr_line(stderr)
             stderr.close()
             reason = self._describe(server, failure[0]) if failure else "it exited during start-up"
-            raise _StartFailed(self._mask(_with_stderr(reason, tail)))
+            raise _StartFailed(_with_stderr(reason, tail))
         logger.info("MCP server %s started", server.name, extra={"server": server.name})
         return _Connection(client=client, stop=stop, done=done, stderr=stderr)
 
@@ -334,7 +337,7 @@ class ServerPool:
             connection.stop.set()
             with anyio.move_on_after(5):
                 await connection.done.wait()
-            reason = self._mask(_with_stderr(reason, _tail(connection.stderr)))
+            reason = _with_stderr(reason, self._stderr_line(connection.stderr))
             connection.stderr.close()
         previous = self._backoff.get(server.name, _Backoff())
         failures = previous.failures + 1
@@ -351,15 +354,13 @@ class ServerPool:
             inner = exc.exceptions[0] if exc.exceptions else exc
             return self._describe(server, inner)
         else:
-            text = " ".join(str(exc).split())[:200]
+            text = self._secrets.clean(" ".join(str(exc).split()), 200)
             reason = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-        return self._mask(reason)
+        return self._secrets.clean(reason)
 
-    def _mask(self, text: str) -> str:
-        """`text` with every server's secrets (env and header values) and any key=value pair masked."""
-        for secret in self._secrets:
-            text = redact(text, secret, pairs=False)
-        return redact(text, None)
+    def _stderr_line(self, stream: IO[str]) -> str:
+        """The last line a server wrote to its stderr, masked, escaped and then cut ("" if none)."""
+        return self._secrets.clean(_last_line(stream), STDERR_LINE_CHARS)
 
     async def _reaper(self) -> None:
         """Stop stdio servers idle for longer than their `idle_s`."""
@@ -386,16 +387,23 @@ class _StartFailed(Exception):
     """A stdio server did not come up; the message says why."""
 
 
-def _tail(stream: IO[str]) -> str:
-    """The last line a server wrote to its stderr ("" if none), cut to a readable length."""
+def _last_line(stream: IO[str]) -> str:
+    """The last whole line a server wrote to its stderr ("" if none), uncut: it is masked before it is cut (a line
+    begun before the part read is left out, as its start could be a secret's end)."""
     try:
         stream.seek(0, 2)
         size = stream.tell()
-        stream.seek(max(0, size - STDERR_TAIL_CHARS))
-        lines = [line.strip() for line in stream.read().splitlines() if line.strip()]
+        start = max(0, size - STDERR_TAIL_CHARS)
+        stream.seek(start)
+        text = stream.read()
     except (OSError, ValueError):
         return ""
-    return lines[-1][:STDERR_LINE_CHARS] if lines else ""
+    if start > 0:
+        text = text.partition("\n")[2]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines and start > 0:
+        return f"(a line longer than {STDERR_TAIL_CHARS:,} characters)"
+    return lines[-1] if lines else ""
 
 
 def _with_stderr(reason: str, tail: str) -> str:

@@ -1,10 +1,10 @@
 """A server's tool result as the gateway sends it on: whole when it fits the token budget, else previewed.
 
 The budget counts what a model reads as text: text items, embedded resources and `structuredContent` (images and
-audio pass as they are). The server's own secrets (its `env` and `headers` values) are masked wherever they
-appear. Example::
+audio pass as they are). The server's own secrets (see `ServerConfig.secrets`) and the caller's are masked wherever
+they appear, before anything is cut, whether the result goes to a caller or into a code-mode script. Example::
 
-    server_result(tool, {"q": "x"}, result, secrets, budget_tokens=8000, via_call=True)
+    server_result(tool, {"q": "x"}, result, Secrets.of(*config.secrets), budget_tokens=8000, via_call=True)
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from progressive_mcp.calls.shaping import shape_result
 from progressive_mcp.catalog import CatalogTool
 from progressive_mcp.errors import UpstreamError
-from progressive_mcp.redaction import scrub
+from progressive_mcp.redaction import Secrets
 from progressive_mcp.tokens import dumps, fits_budget
 
 _READ_AS_TEXT = ("text", "resource")
@@ -26,7 +26,7 @@ def server_result(
     tool: CatalogTool,
     arguments: dict[str, Any],
     result: dict[str, Any],
-    secrets: tuple[str, ...],
+    secrets: Secrets,
     *,
     budget_tokens: int,
     via_call: bool,
@@ -35,11 +35,8 @@ def server_result(
     """The wire result for a call that reached the tool's server. `via_call`: it came through TOOL_CALL, whose
     structured result is `{"tool", "data"}`; `offload` stores the whole result when it is cut, and returns the
     fields saying where it is."""
-    content = [item for item in result.get("content") or [] if isinstance(item, dict)]
-    structured = result.get("structuredContent")
-    for secret in secrets:
-        content, _ = scrub(content, secret)
-        structured, _ = scrub(structured, secret)
+    content, _ = secrets.scrub([item for item in result.get("content") or [] if isinstance(item, dict)])
+    structured, _ = secrets.scrub(result.get("structuredContent"))
     is_error = bool(result.get("isError"))
     read = [item for item in content if item.get("type") in _READ_AS_TEXT]
     if fits_budget(dumps({"content": read, "structuredContent": structured}), budget_tokens):
@@ -67,16 +64,19 @@ def server_result(
     }
 
 
-def script_value(tool: CatalogTool, result: dict[str, Any]) -> Any:
-    """What a code-mode script gets from a server's tool: its structured content, else its text (parsed when it
-    is JSON; a list when there are several). An `isError` result raises, with the server's message."""
+def script_value(tool: CatalogTool, result: dict[str, Any], secrets: Secrets) -> Any:
+    """What a code-mode script gets from a server's tool, `secrets` masked: its structured content, else its text
+    (parsed when it is JSON; a list when there are several). An `isError` result raises, with the server's message
+    (masked, then cut)."""
     content = [item for item in result.get("content") or [] if isinstance(item, dict)]
     texts = [_text_of(item) for item in content if item.get("type") in _READ_AS_TEXT]
     if result.get("isError"):
-        raise UpstreamError(f"{tool.name} failed: {' '.join(texts)[:500] or 'the server gave no reason'}")
+        said = secrets.clean(" ".join(texts), 500) or "the server gave no reason"
+        raise UpstreamError(f"{tool.name} failed: {said}")
     if result.get("structuredContent") is not None:
-        return result["structuredContent"]
-    values = [_parsed(text) for text in texts]
+        structured, _ = secrets.scrub(result["structuredContent"])
+        return structured
+    values = [secrets.scrub(_parsed(text))[0] for text in texts]
     if not values:
         return None
     return values[0] if len(values) == 1 else values

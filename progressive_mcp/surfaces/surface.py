@@ -3,7 +3,8 @@
 Modes: `progressive` (the four meta-tools), `direct` (every catalog tool as its own MCP tool) and
 `hybrid` (both). This is the one place where our errors become MCP results: a ToolError becomes
 an `isError` result; a call to a tool outside the surface raises UnknownTool, which transports
-answer with a JSON-RPC invalid-params error. Example::
+answer with a JSON-RPC invalid-params error. Every result passes one last masking step for the
+call's secrets (the caller's key, the gateway's servers' secrets), as do the logs it makes. Example::
 
     surface = Surface.from_settings(Settings.from_env())
     [t.name for t in surface.list_tools()]      # ['TOOL_LIST', 'TOOL_SEARCH', 'TOOL_GET', 'TOOL_CALL']
@@ -44,7 +45,7 @@ from progressive_mcp.calls.upstream import UpstreamClient, UpstreamTransport, ht
 from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.errors import ConfigError, MissingApiKey, ToolError, ToolWithheld, UnknownTool
 from progressive_mcp.gateway.results import script_value, server_result
-from progressive_mcp.redaction import key_problem, redact
+from progressive_mcp.redaction import Secrets, key_problem, protect_logs, redact
 from progressive_mcp.settings import Mode, Settings
 from progressive_mcp.sources import load_catalog
 from progressive_mcp.surfaces.metatools import META_TOOL_NAMES, TOOL_CALL, TOOL_LIST, MetaTools
@@ -126,6 +127,9 @@ class Surface:
             )
         self.catalog = catalog
         self.gateway = gateway
+        # The secrets of every server behind the gateway: no answer, error or log line shows one.
+        self._server_secrets = Secrets.of(*gateway.config.secrets, basic_parts=False) if gateway else Secrets.of()
+        protect_logs(self._server_secrets)
         self.mode = mode
         self.categories = categories
         self.upstream = upstream or UpstreamClient(catalog.api)
@@ -220,6 +224,7 @@ class Surface:
         if problem:
             source = auth.env if auth and env.get(auth.env) else "the configured API key"
             raise ConfigError(f"{source} {problem}; set it to your real {self.catalog.api.title} key")
+        protect_logs(Secrets.of(api_key))  # this process's own key: out of every log line, whoever logs it
         return CallContext(api_key=api_key, entitlement=LOCAL)
 
     def variant(self, mode: Mode, categories: frozenset[str] | None) -> Surface:
@@ -280,7 +285,25 @@ class Surface:
         return mcp_types.CallToolResult.model_validate(self.call_tool_wire(name, arguments, ctx))
 
     def call_tool_wire(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext) -> dict[str, Any]:
-        """`call_tool`'s result as its wire JSON object (what the HTTP endpoint sends, without a model round trip)."""
+        """`call_tool`'s result as its wire JSON object (what the HTTP endpoint sends, without a model round trip).
+        Whatever it says passes a last masking step: the call's secrets (see `call_secrets`) are masked where text
+        was made too, before any cut; this pass is there for what a path missed. Catalog answers (TOOL_LIST,
+        TOOL_SEARCH, TOOL_GET) hold no caller key: only the servers' secrets are looked for in them."""
+        if self.mode != "direct" and name in self._discovery:  # the catalog's own answers: no key went into them
+            result = self._call_tool_wire(name, arguments, ctx)
+            return self._server_secrets.scrub(result)[0] if self._server_secrets else result
+        secrets = self.call_secrets(ctx)
+        with secrets.in_logs():
+            result = self._call_tool_wire(name, arguments, ctx)
+        masked, _ = secrets.scrub(result)
+        return masked
+
+    def call_secrets(self, ctx: CallContext) -> Secrets:
+        """What a call must not show: the caller's key (and each side of a user:password key) and the secrets of
+        every server behind the gateway."""
+        return Secrets.of(ctx.api_key) + self._server_secrets
+
+    def _call_tool_wire(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext) -> dict[str, Any]:
         args = dict(arguments or {})
         handler = self._discovery.get(name) if self.mode != "direct" else None
         try:
@@ -365,7 +388,7 @@ class Surface:
             tool,
             arguments,
             result,
-            self.gateway.secrets(tool.server or ""),
+            self.call_secrets(ctx),
             budget_tokens=self.max_result_tokens,
             via_call=via_call,
             offload=(lambda body: self._offload_body(tool, body)) if self.results is not None else None,
@@ -430,7 +453,10 @@ class Surface:
             return answer.payload, cached_at is not None
 
         try:
-            return _result(self._code.execute(args, call_tool, deadline, caller=ctx.caller, address=ctx.address))
+            answer = self._code.execute(
+                args, call_tool, deadline, caller=ctx.caller, address=ctx.address, secrets=self.call_secrets(ctx)
+            )
+            return _result(answer)
         except ToolError as exc:
             record.error = type(exc).__name__
             return _error_result(exc, ctx)
@@ -449,7 +475,7 @@ class Surface:
         """Ask the upstream; the answer, and whether it may be kept (not when it echoed the key). Errors, rate
         limits and premium notices raise, so they are never kept."""
         if tool.server is not None:  # a script's call to a tool of an MCP server behind the gateway
-            payload = script_value(tool, self._call_server(tool, arguments, deadline, record))
+            payload = script_value(tool, self._call_server(tool, arguments, deadline, record), self.call_secrets(ctx))
             now = self._clock()
             return CachedAnswer(payload, "json", now, now, 0), False
         started = time.perf_counter()
@@ -610,11 +636,14 @@ def _result(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _error_result(exc: ToolError, ctx: CallContext) -> dict[str, Any]:
-    # A script's error quotes its code (`max(d, key=d.get)`): only the key itself is masked there.
+    # A script's error quotes its code (`max(d, key=d.get)`): only the key itself is masked there. The servers'
+    # secrets are masked by the last pass (`Surface.call_tool_wire`); the text the errors quote was masked and
+    # escaped where it was read (an upstream's body, a server's message or stderr), before it was cut.
     script = isinstance(exc, ScriptError)
-    error: dict[str, Any] = {"type": type(exc).__name__, "message": redact(str(exc), ctx.api_key, pairs=not script)}
+    secrets = Secrets.of(ctx.api_key)
+    error: dict[str, Any] = {"type": type(exc).__name__, "message": secrets.clean(str(exc), pairs=not script)}
     error.update(exc.details())
     if script and "printed" in error:
-        error["printed"] = redact(error["printed"], ctx.api_key, pairs=False)
+        error["printed"] = secrets.mask(error["printed"], pairs=False)
     payload = {"error": error}
     return {"content": [{"type": "text", "text": dumps(payload)}], "structuredContent": payload, "isError": True}
