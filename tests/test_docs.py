@@ -94,3 +94,30 @@ def test_the_readme_fits_on_a_few_screens() -> None:
     lines = README.read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 200
     assert not re.search(r"DESIGN\.md|\bissue \d", README.read_text(encoding="utf-8"))
+
+
+SECURITY = ROOT / "docs" / "security.md"
+TEST_REFERENCE = re.compile(r"`(tests/test_\w+\.py)::(test_\w+)`")
+
+
+def test_every_promise_in_the_security_model_names_tests_that_exist() -> None:
+    """Each row of docs/security.md's promise tables (`| Promise | Held by |`) names at least one test, and each
+    test it names exists (a renamed or deleted test would leave a promise that nothing holds)."""
+    text = SECURITY.read_text(encoding="utf-8")
+    promises: list[str] = []
+    in_promises = False
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            in_promises = False
+        elif line.startswith("| Promise | Held by |"):
+            in_promises = True
+        elif in_promises and not line.startswith("|---"):
+            promises.append(line)
+    assert len(promises) >= 40
+    assert [row for row in promises if not TEST_REFERENCE.search(row.rsplit(" | ", 1)[-1])] == []
+    missing = []
+    for path, name in TEST_REFERENCE.findall(text):
+        source = (ROOT / path).read_text(encoding="utf-8") if (ROOT / path).exists() else ""
+        if not re.search(rf"^(?:async )?def {name}\(", source, re.MULTILINE):
+            missing.append(f"{path}::{name}")
+    assert missing == []
