@@ -39,7 +39,8 @@ import re
 import string
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,12 +125,13 @@ class Secrets:
         self._runs = tuple((n, alphabet, case) for f in forms for n, alphabet, case in f.runs)
         # One expression per secret to look for: one that starts with a plain character is scanned for it at C
         # speed, which an alternation of several is not (x10 on a MB).
-        self._tokens = tuple(re.compile(f.plain) for f in forms if f.plain and not f.glued)
-        self._spaced = tuple(re.compile(f.spaced) for f in forms if f.spaced)
-        self._hidden = tuple(re.compile(f.plain) for f in forms if f.plain and f.glued)
-        self._encoded = tuple(re.compile(source) for f in forms for source in f.encoded_find)
-        masked = "|".join(source for f in forms for source in (f.encoded, f.spaced) if source)
-        self._mask = re.compile(masked, re.IGNORECASE) if masked else None  # used on the rare texts found
+        # Each secret's expressions are compiled once, with its forms (see `_Forms`), and only when a text needs
+        # them: a set of secrets made by adding one to others compiles nothing, and most texts need one at most.
+        self._tokens = tuple(f for f in forms if f.plain and not f.glued)
+        self._spaced = tuple(f for f in forms if f.spaced)
+        self._hidden = tuple(f for f in forms if f.plain and f.glued)
+        self._encoded = tuple(f for f in forms if f.encoded_find)
+        self._mask = tuple(f for f in forms if f.encoded or f.spaced)  # used on the rare texts found
 
     @staticmethod
     def of(*values: str | None, basic_parts: bool = True) -> Secrets:
@@ -159,15 +161,17 @@ class Secrets:
             return True
         if any(a in lowered for a in self._anchors) and any(w in lowered for _, w in self._fragments):
             return True
-        if any(w in lowered for w in self._words) and _any_search(self._tokens, lowered):
+        if any(w in lowered for w in self._words) and _any_search((f.plain_pattern for f in self._tokens), lowered):
             return True
-        if _any_search(self._spaced, lowered):
+        if _any_search((f.spaced_pattern for f in self._spaced), lowered):
             return True
         # Invisible characters are never in ASCII text, and most texts hold no encoding of a secret's characters:
         # those forms are only looked for in the texts that could hold them.
-        if not text.isascii() and _any_search(self._hidden, lowered):
+        if not text.isascii() and _any_search((f.plain_pattern for f in self._hidden), lowered):
             return True
-        return any(_holds(lowered, t) for t in self._triggers) and _any_search(self._encoded, lowered)
+        if not any(_holds(lowered, t) for t in self._triggers):
+            return False
+        return _any_search((pattern for f in self._encoded for pattern in f.find_patterns), lowered)
 
     def mask(self, text: str, *, pairs: bool = True) -> str:
         """`text` with every secret masked and, with `pairs`, any key=value pair (a URL an exception quotes may carry
@@ -224,7 +228,7 @@ class Secrets:
             _CALL_SECRETS.reset(token)
 
     def _masked(self, text: str) -> str:
-        spans = [m.span() for m in self._mask.finditer(text) if m.end() > m.start()] if self._mask else []
+        spans = [m.span() for f in self._mask for m in f.mask_pattern.finditer(text) if m.end() > m.start()]
         lowered = text.lower()
         for needle, alphabet, case in self._runs:
             for start in _occurrences(text, lowered, needle, case=case):
@@ -279,6 +283,23 @@ class _Forms:
     # `encoded` to look for, split in two by how it starts (plainly, or encoded: with `%`, `&` or a backslash), so
     # that each starts with a character the regular expression engine can skip to at C speed.
     encoded_find: tuple[str, ...]
+
+    # The expressions compiled, each once per secret (the forms are cached by secret).
+    @functools.cached_property
+    def plain_pattern(self) -> re.Pattern[str]:
+        return re.compile(self.plain)
+
+    @functools.cached_property
+    def spaced_pattern(self) -> re.Pattern[str]:
+        return re.compile(self.spaced)
+
+    @functools.cached_property
+    def find_patterns(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(source) for source in self.encoded_find)
+
+    @functools.cached_property
+    def mask_pattern(self) -> re.Pattern[str]:
+        return re.compile("|".join(source for source in (self.encoded, self.spaced) if source), re.IGNORECASE)
 
 
 def _secrets(values: tuple[str, ...], basic_parts: bool) -> Secrets:
@@ -417,7 +438,7 @@ def _holds(text: str, needle: str) -> bool:
     return needle[0] in text and needle in text
 
 
-def _any_search(patterns: tuple[re.Pattern[str], ...], text: str) -> bool:
+def _any_search(patterns: Iterable[re.Pattern[str]], text: str) -> bool:
     return any(pattern.search(text) for pattern in patterns)
 
 
@@ -501,26 +522,51 @@ def _escaped(match: re.Match[str]) -> str:
 
 _NO_SECRETS = Secrets()
 _CALL_SECRETS: contextvars.ContextVar[Secrets | None] = contextvars.ContextVar("call_secrets", default=None)
-_logged = _NO_SECRETS
 _logs_lock = threading.Lock()
 _installed: list[Callable[..., logging.LogRecord]] = []  # the record factory we wrapped, once installed
+# The secrets each live object that may log them has registered (a surface: its key and its servers'), so a secret
+# is looked for while something that holds it lives, and a process that makes many surfaces does not gather theirs.
+_holders: weakref.WeakKeyDictionary[Any, Secrets] = weakref.WeakKeyDictionary()
+_held: Secrets | None = None  # the union of `_holders`' secrets, made again after a holder came or went
 
 
-def protect_logs(secrets: Secrets | None = None) -> None:
-    """From now on, mask `secrets` (added to those given before, and to the current call's: `Secrets.in_logs`) in
-    every log record this process makes, whoever logs it, and escape control characters in it."""
-    global _logged
+def protect_logs(secrets: Secrets, holder: Any) -> None:
+    """While `holder` lives, mask `secrets` (with those of other holders, and the current call's:
+    `Secrets.in_logs`) in every log record this process makes, whoever logs it, and escape control characters
+    in every record."""
+    global _held
     with _logs_lock:
         if secrets:
-            _logged = _logged + secrets
+            previous = _holders.get(holder)
+            if previous is None:
+                weakref.finalize(holder, _holder_gone)
+            _holders[holder] = secrets if previous is None else previous + secrets
+            _held = None
         if not _installed:
             _installed.append(logging.getLogRecordFactory())
             logging.setLogRecordFactory(_protected_record)
 
 
+def _holder_gone() -> None:
+    global _held
+    _held = None  # a plain store, safe from a finalizer run on any thread
+
+
+def _logged_secrets() -> Secrets:
+    global _held
+    held = _held
+    if held is None:
+        with _logs_lock:
+            held = _NO_SECRETS
+            for secrets in list(_holders.values()):
+                held = held + secrets
+            _held = held
+    return held
+
+
 def _protected_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
     record = _installed[0](*args, **kwargs)
-    secrets = _logged + (_CALL_SECRETS.get() or _NO_SECRETS)
+    secrets = _logged_secrets() + (_CALL_SECRETS.get() or _NO_SECRETS)
     if not isinstance(record.msg, str):  # a structured record (a dict): its fields are ours
         return record
     try:

@@ -154,7 +154,8 @@ def test_control_and_bidi_characters_are_escaped() -> None:
 
 def test_every_log_record_is_masked_and_escaped(caplog: pytest.LogCaptureFixture) -> None:
     process_secret, call_secret = "pr0cess-S3cret-77aa", "ca11er-S3cret-88bb"
-    protect_logs(Secrets.of(process_secret))
+    holder = type("Holder", (), {})()  # what holds the secret: a surface, a server pool
+    protect_logs(Secrets.of(process_secret), holder)
     log = logging.getLogger("some.library")
     with caplog.at_level(logging.INFO):
         log.info("process %s", process_secret[::-1])
@@ -169,6 +170,11 @@ def test_every_log_record_is_masked_and_escaped(caplog: pytest.LogCaptureFixture
     assert "failed with" in caplog.text and f"failed with {call_secret}" not in caplog.text
     assert "\x1b" not in caplog.text and "\\x1b[31m" in caplog.text
     assert f"after the call {call_secret}" in caplog.text
+    caplog.clear()
+    del holder  # its secrets go with it: a process that makes many surfaces does not keep every one's
+    with caplog.at_level(logging.INFO):
+        log.info("gone %s", process_secret)
+    assert f"gone {process_secret}" in caplog.text
 
 
 # --- answers -------------------------------------------------------------------------------------

@@ -122,7 +122,7 @@ class ServerPool:
         self._backoff: dict[str, _Backoff] = {}
         # Every server's secrets are masked in whatever the pool says of any server (and in the process's logs).
         self._secrets = Secrets.of(*config.secrets, basic_parts=False)
-        protect_logs(self._secrets)
+        protect_logs(self._secrets, self)
 
     # The synchronous API: each runs on the pool's event loop and waits for it.
 

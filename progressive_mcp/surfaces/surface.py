@@ -129,7 +129,7 @@ class Surface:
         self.gateway = gateway
         # The secrets of every server behind the gateway: no answer, error or log line shows one.
         self._server_secrets = Secrets.of(*gateway.config.secrets, basic_parts=False) if gateway else Secrets.of()
-        protect_logs(self._server_secrets)
+        protect_logs(self._server_secrets, self)
         self.mode = mode
         self.categories = categories
         self.upstream = upstream or UpstreamClient(catalog.api)
@@ -224,7 +224,7 @@ class Surface:
         if problem:
             source = auth.env if auth and env.get(auth.env) else "the configured API key"
             raise ConfigError(f"{source} {problem}; set it to your real {self.catalog.api.title} key")
-        protect_logs(Secrets.of(api_key))  # this process's own key: out of every log line, whoever logs it
+        protect_logs(Secrets.of(api_key), self)  # the process's own key: out of every log line, whoever logs it
         return CallContext(api_key=api_key, entitlement=LOCAL)
 
     def variant(self, mode: Mode, categories: frozenset[str] | None) -> Surface:
