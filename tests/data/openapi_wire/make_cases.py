@@ -560,13 +560,20 @@ def auto_arguments(schema: dict[str, Any], seed: int, optional: int = 4) -> dict
 
 def rule_for(document: dict[str, Any], tool: str, expect: dict[str, Any]) -> str:
     method, template, _, _ = reference.find_operation(document, tool)
+    swagger = "swagger" in document
     parts = [f"{method} {template}: path style simple percent-encoded" if "{" in template else f"{method} {template}"]
     if expect["query"]:
-        parts.append(
-            "query per Parameter Object style/explode (defaults form, explode true; collectionFormat csv in 2.0)"
-        )
+        if swagger:
+            parts.append("Swagger 2.0 query parameters: name=value (collectionFormat csv by default)")
+        elif "[" in expect["query"]:
+            parts.append("query style deepObject where the document says so (x[k]=v, x[]=v), else form explode true")
+        else:
+            parts.append("query style form, explode true (the Parameter Object defaults)")
     if expect.get("body") is not None:
-        parts.append("form body, each property like a query parameter with its Encoding entry (default form)")
+        if swagger:
+            parts.append("Swagger 2.0 in: formData parameters make an application/x-www-form-urlencoded body")
+        else:
+            parts.append("form body: each property like a query parameter with its Encoding entry (default form)")
     if expect["content_type"] is None:
         parts.append("no body, so no Content-Type")
     parts.append("wire_rules General: values as text, unreserved bytes kept, others %XX upper-case")
