@@ -1012,7 +1012,7 @@ def swagger_style(param: dict[str, Any]) -> tuple[str | None, bool | None]:
         "multi": ("form", True),
         "ssv": ("spaceDelimited", False),
         "pipes": ("pipeDelimited", False),
-        "tsv": ("form", False),  # no OpenAPI 3 equivalent; sent comma-separated (noted in docs/openapi.md)
+        "tsv": ("form", False),  # no OpenAPI 3 equivalent: the request follows Param.collection_format instead
     }.get(str(fmt), (None, None))
 
 
