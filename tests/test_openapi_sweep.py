@@ -62,8 +62,17 @@ def sample_arguments(tool: CatalogTool) -> dict[str, Any]:
 
 def valid_arguments(catalog: Catalog, tool: CatalogTool) -> dict[str, Any]:
     """`sample_arguments`, with each string that misses its schema's `pattern` replaced by the simplest string
-    that matches it (the sample generator does not read patterns; Twilio's SIDs have them)."""
-    arguments = sample_arguments(tool)
+    that matches it (the sample generator does not read patterns; Twilio's SIDs have them); when that is still
+    invalid (a `oneOf` two options of which the sample fits), the required arguments alone, if they are valid."""
+    arguments = with_patterns(catalog, tool, sample_arguments(tool))
+    if catalog.validator(tool.name).is_valid(arguments):
+        return arguments
+    required = {p.name for p in tool.params if p.required}
+    fewer = with_patterns(catalog, tool, {k: v for k, v in arguments.items() if k in required})
+    return fewer if catalog.validator(tool.name).is_valid(fewer) else arguments
+
+
+def with_patterns(catalog: Catalog, tool: CatalogTool, arguments: dict[str, Any]) -> dict[str, Any]:
     for _ in range(20):
         patterns = [
             e for e in catalog.validator(tool.name).iter_errors(arguments) if type(e.kind).__name__ == "Pattern"

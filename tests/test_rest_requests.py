@@ -742,6 +742,28 @@ def test_multipart_parts_follow_the_rules_and_the_encoding() -> None:
     ]
 
 
+def test_a_multipart_body_of_empty_or_file_less_members_does_not_crash() -> None:
+    """httpx builds no multipart header from no parts (the KeyError of issue 28): no part is no body; a body of
+    text parts alone is a multipart body all the same."""
+    tool = rest_tool(
+        "icon",
+        "POST",
+        "/groups/{id}/icon",
+        [
+            param("id", "path", required=True),
+            param("photos", "body", type="array", schema={"type": "array", "items": FILE_SCHEMA}),
+            array_param("tags", "body"),
+            param("note", "body"),
+        ],
+        body="members",
+        body_type="multipart/form-data",
+    )
+    empty = sent(tool, {"id": "1", "photos": [], "tags": []})
+    assert empty.body is None and "content-type" not in headers_of(empty)
+    text_only = sent(tool, {"id": "1", "photos": [], "note": ""})
+    assert parts(text_only) == [("note", None, "text/plain", b"", {})]
+
+
 @pytest.mark.parametrize("value", ["not base64!", "data:image/png,rawbytes", "data:;base64,@@", 7])
 def test_a_file_that_is_neither_base64_nor_a_data_url_is_an_argument_error(value: Any) -> None:
     tool = rest_tool(
