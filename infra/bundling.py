@@ -43,6 +43,7 @@ LOCAL_ONLY_FILES = frozenset(
         "progressive_mcp/offline/sample_upstream.py",  # the synthetic Alpha Vantage
         "progressive_mcp/offline/sample_data.py",  # and its arithmetic
         "progressive_mcp/offline/rest_upstream.py",  # any catalog's REST operations
+        "progressive_mcp/offline/body_encoding.py",  # reading its form and multipart bodies by their encoding
         "progressive_mcp/offline/schema_samples.py",  # sample values of JSON Schemas (the REST upstream's answers)
         "progressive_mcp/offline/serving.py",  # the loopback HTTP server both upstreams run on
         "progressive_mcp/demo.py",  # `make demo`

@@ -145,6 +145,12 @@ class Param:
     explode: bool | None = None
     schema: Mapping[str, Any] | None = None  # the whole JSON Schema, for values that are not plain scalars
     deprecated: bool = False
+    # A body member's Encoding Object (form and multipart bodies): the part's or value's media type, and the
+    # headers a multipart part carries (their fixed values). Swagger 2.0's collectionFormat (csv, ssv, tsv, pipes,
+    # multi) of an array, which then decides its serialisation instead of style and explode.
+    content_type: str | None = None
+    part_headers: Mapping[str, str] | None = None
+    collection_format: str | None = None
 
     @property
     def upstream_name(self) -> str:
@@ -380,9 +386,17 @@ def content_hash(tool: CatalogTool) -> str:
         if operation is None
         else [operation.method, operation.path, operation.operation_id, operation.body, operation.body_type],
         "fixed": tool.fixed,
-        "wire": [[p.name, p.location, p.wire_name, p.style, p.explode] for p in tool.params],
+        "wire": [_wire(p) for p in tool.params],
     }
     return hashlib.sha256(_canonical(record).encode()).hexdigest()
+
+
+def _wire(param: Param) -> list[Any]:
+    """Where and how an argument is sent; the encoding fields only when set, so tools without them keep their hash."""
+    wire: list[Any] = [param.name, param.location, param.wire_name, param.style, param.explode]
+    if param.content_type is not None or param.part_headers or param.collection_format is not None:
+        wire += [param.content_type, param.part_headers, param.collection_format]
+    return wire
 
 
 def _canonical(value: Any) -> str:

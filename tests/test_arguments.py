@@ -6,6 +6,7 @@ Run with: .venv/bin/python -m pytest tests/test_arguments.py -q
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -210,6 +211,14 @@ def test_defaults_are_filled_in(catalog: Catalog) -> None:
         "outputsize": "compact",
         "datatype": "json",
     }
+
+
+def test_a_rest_operations_document_defaults_are_not_filled_in() -> None:
+    """An OpenAPI default says what the server assumes without the parameter: an absent argument sends nothing."""
+    tasks = load_catalog(Path(__file__).parent / "fixtures" / "openapi" / "tasks" / "openapi.yaml")
+    tool = next(t for t in tasks.tools if t.param("limit") is not None and t.param("limit").default == 20)
+    required = {p.name: "p1" for p in tool.params if p.required and p.type == "string"}
+    assert "limit" not in prepare_arguments(tasks, tool.name, required)
 
 
 def test_given_values_win_over_defaults(catalog: Catalog) -> None:

@@ -13,6 +13,7 @@ import jsonschema
 import jsonschema_rs
 import pytest
 
+from progressive_mcp.calls.rest import rest_parts
 from progressive_mcp.catalog import _thaw
 from progressive_mcp.errors import SpecError
 from progressive_mcp.sources import filter_catalog, load_catalog, load_catalog_with_report
@@ -293,6 +294,153 @@ def test_swagger_2_documents_load_natively() -> None:
     image = catalog.get("notes_image")
     assert image.operation.body_type == "multipart/form-data" and image.param("image").required
     assert report.skipped == []
+
+
+ENCODED_FORMS = {
+    "openapi": "3.1.0",
+    "info": {"title": "Forms", "version": "1"},
+    "servers": [{"url": "https://forms.example"}],
+    "paths": {
+        "/refunds": {
+            "post": {
+                "operationId": "refund",
+                "requestBody": {
+                    "content": {
+                        "application/x-www-form-urlencoded": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {
+                                    "amount": {"type": "integer"},
+                                    "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+                                    "options": {"type": "object"},
+                                    "ids": {"type": "array", "items": {"type": "string"}},
+                                },
+                            },
+                            "encoding": {
+                                "metadata": {"style": "deepObject", "explode": True},
+                                "options": {"contentType": "application/json"},
+                                "ids": {"style": "pipeDelimited", "explode": False},
+                            },
+                        }
+                    }
+                },
+                "responses": {"200": {"description": "ok"}},
+            }
+        },
+        "/uploads": {
+            "post": {
+                "operationId": "upload",
+                "requestBody": {
+                    "content": {
+                        "multipart/form-data": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {
+                                    "file": {"type": "string", "format": "binary", "description": "The file."},
+                                    "pages": {
+                                        "type": "array",
+                                        "items": {"type": "string", "contentMediaType": "image/png"},
+                                    },
+                                    "image": {"anyOf": [{"type": "string", "format": "binary"}, {"type": "string"}]},
+                                    "sdp": {"type": "string"},
+                                },
+                            },
+                            "encoding": {
+                                "sdp": {
+                                    "contentType": "application/sdp",
+                                    "headers": {
+                                        "X-Rate": {"schema": {"type": "integer", "const": 5}},
+                                        "X-Free": {"schema": {"type": "string"}},
+                                        "Content-Type": {"schema": {"const": "text/html"}},
+                                    },
+                                }
+                            },
+                        }
+                    }
+                },
+                "responses": {"200": {"description": "ok"}},
+            }
+        },
+    },
+}
+
+
+def test_a_bodys_encoding_and_its_files_are_kept_for_the_request(tmp_path: Path) -> None:
+    """The Encoding Object (style, explode, contentType, fixed part headers) reaches each body member, files become
+    base64-or-data-URL arguments (alone, in arrays, in anyOf), and a compiled catalog keeps all of it."""
+    loaded = load_catalog(write(tmp_path, ENCODED_FORMS))
+    compiled = loads(dumps(loaded))
+    for catalog in (loaded, compiled):
+        refund, upload = catalog.get("refund"), catalog.get("upload")
+        metadata, options, ids = (refund.param(n) for n in ("metadata", "options", "ids"))
+        assert (metadata.style, metadata.explode, metadata.content_type) == ("deepObject", True, None)
+        assert (options.style, options.content_type) == (None, "application/json")
+        assert (ids.style, ids.explode) == ("pipeDelimited", False)
+        assert refund.param("amount").style is None
+        sdp = upload.param("sdp")
+        assert sdp.content_type == "application/sdp" and dict(sdp.part_headers or {}) == {"X-Rate": "5"}
+        schema = schema_of(catalog, "upload")["properties"]
+        assert schema["file"]["contentEncoding"] == "base64" and "data URL" in schema["file"]["description"]
+        assert schema["file"]["description"].startswith("The file.")
+        assert schema["pages"]["items"] == {"type": "string", "contentEncoding": "base64"}
+        assert schema["image"]["anyOf"][0] == {"type": "string", "contentEncoding": "base64"}
+        parts = rest_parts(refund, {"ids": ["a", "b"], "metadata": {"k": "v"}, "options": {"x": 1}, "amount": 1}, None)
+        assert parts.body == b"amount=1&metadata[k]=v&options=%7B%22x%22%3A1%7D&ids=a|b"
+    assert compiled.get("upload").content_hash == loaded.get("upload").content_hash
+
+
+def test_swagger_collection_formats_are_kept_for_the_request(tmp_path: Path) -> None:
+    document = {
+        "swagger": "2.0",
+        "info": {"title": "S", "version": "1"},
+        "host": "s.example",
+        "paths": {
+            "/things/{ids}": {
+                "post": {
+                    "operationId": "things",
+                    "consumes": ["application/x-www-form-urlencoded"],
+                    "parameters": [
+                        {"name": "ids", "in": "path", "required": True, "type": "array", "items": {"type": "string"}},
+                        {
+                            "name": "t",
+                            "in": "query",
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "collectionFormat": "tsv",
+                        },
+                        {
+                            "name": "m",
+                            "in": "formData",
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "collectionFormat": "multi",
+                        },
+                        {
+                            "name": "s",
+                            "in": "formData",
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "collectionFormat": "ssv",
+                        },
+                        {"name": "n", "in": "formData", "type": "string"},
+                    ],
+                    "responses": {"200": {"description": "ok"}},
+                }
+            }
+        },
+    }
+    catalog = loads(dumps(load_catalog(write(tmp_path, document))))
+    tool = catalog.get("things")
+    assert [tool.param(n).collection_format for n in ("ids", "t", "m", "s", "n")] == [
+        "csv",
+        "tsv",
+        "multi",
+        "ssv",
+        None,
+    ]
+    parts = rest_parts(tool, {"ids": ["1", "2"], "t": ["a", "b"], "m": ["x", "y"], "s": ["p", "q"], "n": "z"}, None)
+    assert (parts.path, parts.query) == ("/things/1,2", ("t=a%09b",))
+    assert (parts.body, parts.content_type) == (b"m=x&m=y&s=p%20q&n=z", "application/x-www-form-urlencoded")
 
 
 def test_yaml_is_read_as_yaml_1_2() -> None:

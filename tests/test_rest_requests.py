@@ -281,6 +281,19 @@ def test_a_path_segment_that_is_dots_alone_after_a_label_is_encoded_too() -> Non
         (None, None, [], ""),
         (None, None, {}, ""),
         (None, None, [True, None, {"x": [1]}], "color=true&color=%7B%22x%22%3A%5B1%5D%7D"),
+        # deepObject beyond one level (the wire rules): nested objects, arrays of scalars, arrays of objects
+        ("deepObject", True, ["charge", "customer"], "color[]=charge&color[]=customer"),
+        ("deepObject", True, {"a": {"b": {"c": "v w"}}}, "color[a][b][c]=v%20w"),
+        ("deepObject", True, {"tags": ["x", None, "y"]}, "color[tags][]=x&color[tags][]=y"),
+        (
+            "deepObject",
+            True,
+            [{"price": "p1", "quantity": 2}, None, {"price": "p2", "tiers": [[1, 2]]}],
+            "color[0][price]=p1&color[0][quantity]=2&color[1][price]=p2&color[1][tiers][0][]=1&color[1][tiers][0][]=2",
+        ),
+        ("deepObject", True, "", "color="),
+        ("form", True, {"a": {"b": 1}, "c": [1, 2]}, "a=%7B%22b%22%3A1%7D&c=%5B1%2C2%5D"),
+        ("form", False, [[1, 2], "x y"], "color=%5B1%2C2%5D,x%20y"),
     ],
 )
 def test_query_styles(style: str | None, explode: bool | None, value: Any, query: str) -> None:
@@ -289,6 +302,34 @@ def test_query_styles(style: str | None, explode: bool | None, value: Any, query
     request = sent(tool, {"color": value})
     assert request.query == query
     assert request.params == () and request.url == "https://things.example/v1/paint"
+
+
+@pytest.mark.parametrize(
+    ("collection_format", "query", "path", "header"),
+    [
+        ("csv", "tags=a%20b,c", "a%20b,c", "a b,c"),
+        ("ssv", "tags=a%20b%20c", "a%20b%20c", "a b c"),
+        ("tsv", "tags=a%20b%09c", "a%20b%09c", "a b\tc"),
+        ("pipes", "tags=a%20b|c", "a%20b|c", "a b|c"),
+        ("multi", "tags=a%20b&tags=c", "a%20b,c", "a b,c"),
+    ],
+)
+def test_swagger_collection_formats(collection_format: str, query: str, path: str, header: str) -> None:
+    fields = {"collection_format": collection_format}
+    tool = rest_tool(
+        "tagged",
+        "GET",
+        "/things/{ids}",
+        [
+            array_param("tags", **fields),
+            array_param("ids", "path", required=True, **fields),
+            array_param("X-Tags", "header", **fields),
+        ],
+    )
+    request = sent(tool, {"tags": ["a b", "c"], "ids": ["a b", "c"], "X-Tags": ["a b", "c"]})
+    assert request.query == query
+    assert request.url == "https://things.example/v1/things/" + path
+    assert headers_of(request)["x-tags"] == header
 
 
 def test_query_parameters_keep_their_order_use_the_wire_name_and_leave_out_none() -> None:
@@ -553,7 +594,7 @@ def test_body_members_make_one_object_by_wire_name_absent_ones_left_out() -> Non
     assert request.query == "dry_run=true"
 
 
-def test_a_form_body_repeats_lists_and_writes_nested_values_as_json() -> None:
+def test_a_whole_form_body_styles_each_member_as_an_exploded_form_parameter() -> None:
     tool = rest_tool(
         "create",
         "POST",
@@ -562,9 +603,9 @@ def test_a_form_body_repeats_lists_and_writes_nested_values_as_json() -> None:
         body="whole",
         body_type=FORM_TYPE,
     )
-    value = {"name": "a b&c", "tags": ["x", "y"], "meta": {"k": 1}, "flag": True, "none": None, "n": 3}
+    value = {"name": "a b&c", "tags": ["x", "y"], "meta": {"k": 1, "deep": [1]}, "flag": True, "none": None, "n": 3}
     request = sent(tool, {"body": value})
-    assert request.body == b"name=a+b%26c&tags=x&tags=y&meta=%7B%22k%22%3A1%7D&flag=true&n=3"
+    assert request.body == b"name=a%20b%26c&tags=x&tags=y&k=1&deep=%5B1%5D&flag=true&n=3"
     assert headers_of(request)["content-type"] == "application/x-www-form-urlencoded"
 
 
@@ -577,26 +618,199 @@ def test_form_members() -> None:
         body="members",
         body_type=FORM_TYPE,
     )
-    request = sent(tool, {"id": "1", "title": "Hello, world"})
-    assert (request.method, request.body) == ("PUT", b"title=Hello%2C+world")
+    request = sent(tool, {"id": "1", "title": "Hello, world ~[x]"})
+    assert (request.method, request.body) == ("PUT", b"title=Hello%2C%20world%20~%5Bx%5D")
 
 
-def test_a_form_body_must_be_an_object_and_other_body_types_are_refused() -> None:
+def test_form_members_follow_their_encoding() -> None:
+    """Each member styled as its Encoding Object says (deepObject, form without explode, pipeDelimited), as JSON
+    text when its contentType is JSON, and exploded form when it has no Encoding entry; in the declared order."""
+    tool = rest_tool(
+        "refund",
+        "POST",
+        "/refunds",
+        [
+            param("amount", "body", type="integer"),
+            array_param("expand", "body", style="deepObject", explode=True),
+            object_param("metadata", "body", style="deepObject", explode=True),
+            array_param("ids", "body", style="form", explode=False),
+            array_param("piped", "body", style="pipeDelimited", explode=False),
+            object_param("options", "body", content_type="application/json"),
+            object_param("flat", "body"),
+            array_param("repeat", "body"),
+        ],
+        body="members",
+        body_type=FORM_TYPE,
+    )
+    arguments = {
+        "repeat": ["r1", "r2"],
+        "amount": 500,
+        "metadata": {"order": "42", "note": "a b", "gone": None},
+        "expand": ["charge"],
+        "ids": ["1", "2,3"],
+        "piped": ["x", "y"],
+        "options": {"a": [1, "é"]},
+        "flat": {"k": "v"},
+    }
+    request = sent(tool, arguments)
+    assert request.body == (
+        b"amount=500&expand[]=charge&metadata[order]=42&metadata[note]=a%20b&ids=1,2%2C3&piped=x|y"
+        b"&options=%7B%22a%22%3A%5B1%2C%22%C3%A9%22%5D%7D&k=v&repeat=r1&repeat=r2"
+    )
+    assert headers_of(request)["content-type"] == FORM_TYPE
+
+
+@pytest.mark.parametrize("body_type", [FORM_TYPE, "application/json", "multipart/form-data"])
+def test_a_members_body_with_no_member_given_is_no_body_and_no_content_type(body_type: str) -> None:
+    tool = rest_tool(
+        "poke", "POST", "/things/poke", [param("note", "body"), param("q")], body="members", body_type=body_type
+    )
+    request = sent(tool, {"q": "x"})
+    assert request.body is None and "content-type" not in headers_of(request)
+    get = rest_tool("list", "GET", "/things", [param("note", "body")], body="members", body_type=FORM_TYPE)
+    request = sent(get, {})
+    assert request.body is None and "content-type" not in headers_of(request)
+
+
+def parts(request: UpstreamRequest) -> list[tuple[str | None, str | None, str | None, bytes, dict[str, str]]]:
+    """(name, filename, Content-Type, bytes, other headers) of each part of a multipart request, read by the stdlib."""
+    import email.parser
+
+    content_type = headers_of(request)["content-type"]
+    assert content_type.startswith("multipart/form-data; boundary=")
+    message = email.parser.BytesParser().parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + (request.body or b"")
+    )
+    out = []
+    for part in message.get_payload():
+        others = {k: str(v) for k, v in part.items() if k.lower() not in ("content-disposition", "content-type")}
+        out.append(
+            (
+                part.get_param("name", header="content-disposition"),
+                part.get_param("filename", header="content-disposition"),
+                part.get("Content-Type"),
+                part.get_payload(decode=True),
+                others,
+            )
+        )
+    return out
+
+
+FILE_SCHEMA = {"type": "string", "contentEncoding": "base64"}
+
+
+def test_multipart_parts_follow_the_rules_and_the_encoding() -> None:
+    tool = rest_tool(
+        "upload",
+        "POST",
+        "/files",
+        [
+            param("file", "body", schema=FILE_SCHEMA),
+            param("photos", "body", type="array", schema={"type": "array", "items": FILE_SCHEMA}),
+            param("purpose", "body"),
+            array_param("expand", "body", style="deepObject", explode=True),
+            object_param("link", "body"),
+            param("rows", "body", type="array", schema={"type": "array"}),
+            param("sdp", "body", content_type="application/sdp", part_headers={"X-Part": "1"}),
+            param("count", "body", type="integer"),
+            param("note", "body"),
+        ],
+        body="members",
+        body_type="multipart/form-data",
+    )
+    arguments = {
+        "file": "data:image/png;base64,iVBORw0K",
+        "photos": ["AAEC", "data:text/plain;charset=utf-8;base64,aMOp"],
+        "purpose": "dispute evidence",
+        "expand": ["a", "b"],
+        "link": {"create": True, "n": None},
+        "rows": [{"x": 1}],
+        "sdp": "v=0\r\n",
+        "count": 3,
+    }
+    assert parts(sent(tool, arguments)) == [
+        ("file", "file", "image/png", b"\x89PNG\r\n", {}),
+        ("photos", "photos", "application/octet-stream", b"\x00\x01\x02", {}),
+        ("photos", "photos", "text/plain;charset=utf-8", "hé".encode(), {}),
+        ("purpose", None, "text/plain", b"dispute evidence", {}),
+        ("expand", None, "text/plain", b"a", {}),
+        ("expand", None, "text/plain", b"b", {}),
+        ("link", None, "application/json", b'{"create":true,"n":null}', {}),
+        ("rows", None, "application/json", b'[{"x":1}]', {}),
+        ("sdp", None, "application/sdp", b"v=0\r\n", {"X-Part": "1"}),
+        ("count", None, "text/plain", b"3", {}),
+    ]
+
+
+def test_a_multipart_body_of_empty_or_file_less_members_does_not_crash() -> None:
+    """httpx builds no multipart header from no parts (the KeyError of issue 28): no part is no body; a body of
+    text parts alone is a multipart body all the same."""
+    tool = rest_tool(
+        "icon",
+        "POST",
+        "/groups/{id}/icon",
+        [
+            param("id", "path", required=True),
+            param("photos", "body", type="array", schema={"type": "array", "items": FILE_SCHEMA}),
+            array_param("tags", "body"),
+            param("note", "body"),
+        ],
+        body="members",
+        body_type="multipart/form-data",
+    )
+    empty = sent(tool, {"id": "1", "photos": [], "tags": []})
+    assert empty.body is None and "content-type" not in headers_of(empty)
+    text_only = sent(tool, {"id": "1", "photos": [], "note": ""})
+    assert parts(text_only) == [("note", None, "text/plain", b"", {})]
+
+
+@pytest.mark.parametrize("value", ["not base64!", "data:image/png,rawbytes", "data:;base64,@@", 7])
+def test_a_file_that_is_neither_base64_nor_a_data_url_is_an_argument_error(value: Any) -> None:
+    tool = rest_tool(
+        "upload",
+        "POST",
+        "/files",
+        [param("file", "body", schema=FILE_SCHEMA)],
+        body="members",
+        body_type="multipart/form-data",
+    )
+    with pytest.raises(InvalidArguments, match="file"):
+        sent(tool, {"file": value})
+
+
+@pytest.mark.parametrize(
+    ("body_type", "value", "content_type"),
+    [
+        ("image/png", "iVBORw0K", "image/png"),
+        ("image/png", "data:image/gif;base64,iVBORw0K", "image/png"),  # the document's type wins
+        ("image/*", "data:image/gif;base64,iVBORw0K", "image/gif"),  # unless it leaves the type open
+        ("application/octet-stream", "data:;base64,iVBORw0K", "application/octet-stream"),
+    ],
+)
+def test_a_whole_binary_body_takes_base64_or_a_data_url(body_type: str, value: str, content_type: str) -> None:
+    tool = rest_tool(
+        "put", "PUT", "/image", [param("body", "body", schema=FILE_SCHEMA)], body="whole", body_type=body_type
+    )
+    request = sent(tool, {"body": value})
+    assert request.body == b"\x89PNG\r\n" and headers_of(request)["content-type"] == content_type
+
+
+def test_a_form_body_must_be_an_object() -> None:
     form = rest_tool(
         "create", "POST", "/things", [param("body", "body", type="array", schema={})], body="whole", body_type=FORM_TYPE
     )
     with pytest.raises(InvalidArguments, match="must be an object"):
         sent(form, {"body": [1]})
-    multipart = rest_tool(
-        "upload",
+    other = rest_tool(
+        "create",
         "POST",
-        "/files",
-        [param("body", "body", type="object", schema={})],
+        "/things",
+        [param("body", "body", type="array", schema={})],
         body="whole",
-        body_type="multipart/form-data",
+        body_type="image/png",
     )
-    with pytest.raises(ToolError, match="multipart/form-data body"):
-        sent(multipart, {"body": {"file": "x"}})
+    with pytest.raises(ToolError, match="image/png body"):
+        sent(other, {"body": [1]})
 
 
 # --- a query-dispatched API: POST writes, fixed parameters ------------------------------------------------------

@@ -349,6 +349,114 @@ def test_form_and_whole_bodies() -> None:
         assert http.put("/doc").json()["error"]["missing"] == [{"name": "body", "in": "body"}]
 
 
+FORM = "application/x-www-form-urlencoded"
+OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
+METADATA: dict[str, Any] = {"anyOf": [OBJECT, {"type": "string", "enum": [""]}]}  # Stripe's, "" unsets it all
+STRINGS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+
+
+def body_param(name: str, schema: dict[str, Any], **fields: Any) -> Param:
+    kind = schema.get("type", "object")
+    return Param(name, kind, fields.pop("required", False), location="body", schema=schema, **fields)
+
+
+ENCODED = catalog_of(
+    tool(
+        "refund",
+        "POST",
+        "/refunds",
+        (
+            body_param("charge", {"type": "string"}, required=True),
+            body_param("amount", {"type": "integer"}),
+            body_param("metadata", METADATA, style="deepObject", explode=True),
+            body_param("expand", STRINGS, style="deepObject", explode=True),
+            body_param("ids", STRINGS, style="form", explode=False),
+            body_param("tags", STRINGS, collection_format="pipes"),
+            body_param("options", {"type": "object"}, content_type="application/json"),
+            body_param("shipping", {"type": "object", "properties": {"city": {"type": "string"}}}),
+            body_param("repeat", STRINGS),
+        ),
+        None,
+        body="members",
+        body_type=FORM,
+    ),
+    tool(
+        "upload",
+        "POST",
+        "/files",
+        (
+            body_param("file", {"type": "string", "contentEncoding": "base64"}, required=True),
+            body_param("link", {"type": "object"}),
+        ),
+        None,
+        body="members",
+        body_type="multipart/form-data",
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "charge=ch_1&amount=500&metadata[order]=42&metadata[note]=a%20b&expand[]=charge&expand[]=customer",
+        "charge=ch_1&metadata=&ids=a,b&tags=a|b&options=%7B%22a%22%3A1%7D&city=Paris&repeat=x&repeat=y",
+        "charge=ch+1&amount=-3&metadata[a][b]=nested&expand[0][x]=indexed",
+    ],
+)
+def test_a_form_body_that_follows_the_documents_encoding_is_accepted(body: str) -> None:
+    with serve_rest_upstream(ENCODED) as upstream, httpx.Client(base_url=upstream.url) as http:
+        answer = http.post("/refunds", content=body.encode(), headers={"Content-Type": FORM})
+        assert (answer.status_code, answer.json()) == (200, {"ok": True})
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ("charge=ch_1&metadata=%7B%22order%22%3A%2242%22%7D", "metadata is sent as metadata[key]=value"),
+        ("charge=ch_1&metadata=42", "metadata is sent as metadata[key]=value (style deepObject)"),
+        ("charge=ch_1&expand=charge", "expand is sent as expand[key]=value"),
+        ("charge=ch_1&amount[x]=1", "amount is sent in style form, not with deepObject brackets"),
+        ("charge=ch_1&ids=a&ids=b", "ids is an array sent once, its items joined (form)"),
+        ("charge=ch_1&tags=a&tags=b", "joined (pipes)"),
+        ("charge=ch_1&options=%7Bnope", "options is sent as JSON text (application/json)"),
+        ("charge=ch_1&shipping=%7B%22city%22%3A%22P%22%7D", "shipping is an object, sent (style form, exploded)"),
+    ],
+)
+def test_a_form_body_that_does_not_follow_the_documents_encoding_is_400(body: str, words: str) -> None:
+    with serve_rest_upstream(ENCODED) as upstream, httpx.Client(base_url=upstream.url) as http:
+        answer = http.post("/refunds", content=body.encode(), headers={"Content-Type": FORM})
+        message = answer.json()["error"]["message"]
+        assert answer.status_code == 400 and message.startswith("The body does not follow the document's encoding")
+        assert words in message
+
+
+def test_multipart_bodies_are_read_for_their_members_and_json_parts() -> None:
+    with serve_rest_upstream(ENCODED) as upstream, httpx.Client(base_url=upstream.url) as http:
+        good = http.post("/files", files={"file": ("f", b"\x00\x01"), "link": (None, b'{"a":1}', "application/json")})
+        assert good.status_code == 200
+        missing = http.post("/files", files={"link": (None, b'{"a":1}', "application/json")})
+        assert missing.status_code == 400 and missing.json()["error"]["missing"] == [{"name": "file", "in": "body"}]
+        broken = http.post("/files", files={"file": ("f", b"x"), "link": (None, b"{nope", "application/json")})
+        assert broken.status_code == 400 and "link says application/json but is not JSON" in broken.text
+        garbled = http.post("/files", content=b"no parts", headers={"Content-Type": "multipart/form-data; boundary=x"})
+        assert garbled.status_code == 400
+
+
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "openapi").is_dir(), reason="../shared/openapi is absent")
+def test_stripe_refunds_metadata_as_json_text_is_refused_and_as_deep_object_accepted() -> None:
+    catalog = load_catalog(ROOT.parent / "shared" / "openapi" / "stripe" / "spec3.json")
+    with serve_rest_upstream(catalog) as upstream, httpx.Client(base_url=upstream.url) as http:
+        auth = catalog.api.auth
+        assert auth is not None  # Basic or bearer, whichever the server picks of the two Stripe declares
+        token = base64.b64encode(b"sk_test_123:").decode() if auth.scheme == "basic" else "sk_test_123"
+        headers = {"Content-Type": FORM, "Authorization": f"{auth.scheme.capitalize()} {token}"}
+        wrong = http.post("/v1/refunds", content=b"charge=ch_1&metadata=%7B%22order%22%3A%2242%22%7D", headers=headers)
+        assert wrong.status_code == 400
+        assert "metadata is sent as metadata[key]=value (style deepObject)" in wrong.json()["error"]["message"]
+        right = http.post("/v1/refunds", content=b"charge=ch_1&metadata[order]=42&expand[]=charge", headers=headers)
+        assert right.status_code == 200 and "error" not in right.json()
+
+
 # --- authentication ---------------------------------------------------------------------------------
 
 AUTHS = {

@@ -78,6 +78,10 @@ def prepare_arguments(catalog: Catalog, tool_name: str, raw: Any) -> dict[str, A
 
 
 def with_defaults(tool: CatalogTool, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The arguments with each absent one's default; not for a REST operation, whose document's defaults say what
+    the server assumes when a parameter is not sent (and an absent argument sends nothing)."""
+    if tool.operation is not None:
+        return arguments
     filled = dict(arguments)
     for p in tool.params:
         if p.name not in filled and p.default is not None:

@@ -16,10 +16,10 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from progressive_mcp.catalog import Auth, CatalogTool, Operation, Param, _thaw
 from progressive_mcp.errors import InvalidArguments, ToolError, clip
@@ -43,6 +43,9 @@ JSON_TYPE = "application/json"
 MULTIPART = "multipart/form-data"
 OCTETS = "application/octet-stream"
 _PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
+# Swagger 2.0's collectionFormat: the delimiter between an array's items, as it goes in a query ("multi" repeats
+# the parameter instead; in a path or header it is csv).
+COLLECTION_DELIMITERS = {"csv": ",", "ssv": "%20", "tsv": "%09", "pipes": "|"}
 # A cookie value may hold every visible ASCII character but `"` `,` `;` `\` (RFC 6265 cookie-octet); `%` is
 # encoded too, so that the encoding can be undone.
 COOKIE_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '"%,;\\')
@@ -171,7 +174,10 @@ def _path_value(
 
 
 def path_value(param: Param, value: Any) -> str:
-    """One path parameter's value, encoded: styles simple (the default), label (`.`) and matrix (`;`)."""
+    """One path parameter's value, encoded: styles simple (the default), label (`.`) and matrix (`;`), or a Swagger
+    2.0 collectionFormat."""
+    if param.collection_format is not None and isinstance(value, list):
+        return COLLECTION_DELIMITERS.get(param.collection_format, ",").join(_items(value))
     style = param.style or "simple"
     explode = bool(param.explode)  # false unless the spec says otherwise, for every path style
     name = _pct(param.upstream_name)
@@ -201,32 +207,64 @@ def path_value(param: Param, value: Any) -> str:
 
 def query_pairs(param: Param, value: Any) -> list[tuple[str, str]]:
     """A query parameter as (name on the wire, encoded `name=value`) pairs: styles form (default, exploded by
-    default), spaceDelimited, pipeDelimited and deepObject. The name comes first so callers can drop a pair
-    whose name is taken (an exploded object's member called like the key parameter)."""
-    name = param.upstream_name
-    style = param.style or "form"
-    explode = param.explode if param.explode is not None else style == "form"
+    default), spaceDelimited, pipeDelimited and deepObject, or Swagger 2.0's collectionFormat. The name comes first
+    so callers can drop a pair whose name is taken (an exploded object's member called like the key parameter)."""
+    return styled_pairs(param.upstream_name, value, param.style, param.explode, param.collection_format)
+
+
+def styled_pairs(
+    name: str, value: Any, style: str | None, explode: bool | None, collection_format: str | None = None
+) -> list[tuple[str, str]]:
+    """One value as query (or form body) pairs, styled as OpenAPI's Style Values table says; see `query_pairs`."""
+    if value is None:
+        return []
+    style = style or "form"
+    explode = explode if explode is not None else style == "form"
+    if collection_format is not None and isinstance(value, list):
+        if collection_format == "multi":
+            return [(name, f"{_pct(name)}={item}") for item in _items(value)]
+        delimiter = COLLECTION_DELIMITERS.get(collection_format, ",")
+        return [(name, f"{_pct(name)}=" + delimiter.join(_items(value)))] if _items(value) else []
     if not isinstance(value, list | dict):
         return [(name, f"{_pct(name)}={_pct(_text(value))}")]
     if not value:
         return []  # an empty list or object is no value at all (RFC 6570): nothing is sent
-    if isinstance(value, dict) and style == "deepObject":
-        return [
-            (f"{name}[{member}]", f"{_pct(name)}[{_pct(member)}]={_pct(_text(v))}")
-            for member, v in value.items()
-            if v is not None
-        ]
+    if style == "deepObject":
+        return deep_pairs(name, _pct(name), value)
     if isinstance(value, dict) and explode:
         return [(member, f"{_pct(member)}={_pct(_text(v))}") for member, v in value.items() if v is not None]
-    if isinstance(value, list) and (explode or style == "deepObject"):
+    if isinstance(value, list) and explode:
         return [(name, f"{_pct(name)}={item}") for item in _items(value)]
     delimiter = {"spaceDelimited": "%20", "pipeDelimited": "|"}.get(style, ",")
     items = _object_items(value, explode=False) if isinstance(value, dict) else _items(value)
-    return [(name, f"{_pct(name)}=" + delimiter.join(items))]
+    return [(name, f"{_pct(name)}=" + delimiter.join(items))] if items else []
+
+
+def deep_pairs(wire: str, key: str, value: Any) -> list[tuple[str, str]]:
+    """A value in deepObject style under the encoded key `key`: an object's members as `key[member]`, nested to any
+    depth; an array of scalars as `key[]` each; an array holding objects or arrays indexed from 0, `key[0][...]`.
+    Null members and items are left out (and the rest indexed as if they had never been there)."""
+    if isinstance(value, dict):
+        return [
+            pair
+            for member, item in value.items()
+            if item is not None
+            for pair in deep_pairs(f"{wire}[{member}]", f"{key}[{_pct(str(member))}]", item)
+        ]
+    if isinstance(value, list):
+        items = [item for item in value if item is not None]
+        if all(not isinstance(item, list | dict) for item in items):
+            return [(f"{wire}[]", f"{key}[]={_pct(_text(item))}") for item in items]
+        return [pair for i, item in enumerate(items) for pair in deep_pairs(f"{wire}[{i}]", f"{key}[{i}]", item)]
+    return [(wire, f"{key}={_pct(_text(value))}")]
 
 
 def header_value(param: Param, value: Any) -> str:
-    """A header parameter's value, style simple: `a,b` for a list, `k,v` (or `k=v` exploded) for an object."""
+    """A header parameter's value, style simple: `a,b` for a list, `k,v` (or `k=v` exploded) for an object; a
+    Swagger 2.0 collectionFormat's delimiter, as it is, for a list."""
+    if param.collection_format is not None and isinstance(value, list):
+        delimiter = unquote(COLLECTION_DELIMITERS.get(param.collection_format, ","))
+        return delimiter.join(_text(item) for item in value if item is not None)
     if isinstance(value, dict):
         members = [(str(k), _text(v)) for k, v in value.items() if v is not None]
         if param.explode:
@@ -280,75 +318,160 @@ def request_body(
     tool: CatalogTool, operation: Operation, arguments: Mapping[str, Any]
 ) -> tuple[bytes | None, str | None]:
     """The body and its content type: the `body` argument itself ("whole"), or the body arguments as the members
-    of one object ("members", absent ones left out); (None, None) when there is none."""
+    of one object ("members", absent ones left out); (None, None) when there is none, including a members body
+    none of whose members was given (so a request without a body carries no Content-Type either)."""
     body_params = [p for p in tool.params if p.location == "body"]
+    media = operation.body_type.split(";")[0].strip().lower()
     if operation.body == "whole":
         value = arguments.get(body_params[0].name) if body_params else None
         if value is None:
             return None, None
-        if body_params and _base64(body_params[0]) and not operation.body_type.lower().startswith(("text/",)):
-            return _decoded(tool, body_params[0], value), operation.body_type  # a raw binary body (an image)
-    elif operation.body == "members":
-        if operation.body_type.lower().startswith(MULTIPART):
-            return multipart_body(tool, [(p, arguments[p.name]) for p in body_params if p.name in arguments])
-        value = {p.upstream_name: arguments[p.name] for p in body_params if p.name in arguments}
-    else:
+        if body_params and is_binary(body_params[0].schema) and not media.startswith("text/"):
+            content, given_type = decoded_file(tool, body_params[0], value)  # a raw binary body (an image)
+            if "*" in media:  # the document allows any type (`image/*`): the data URL says which
+                return content, given_type or OCTETS
+            return content, operation.body_type
+        if media == FORM and isinstance(value, dict):
+            return form_body([(_form_member(str(name)), v) for name, v in value.items()])
+        if media.startswith(MULTIPART) and isinstance(value, dict):
+            return multipart_body(tool, [(_form_member(str(name)), v) for name, v in value.items()])
+        return encode_body(tool, operation.body_type, value)
+    if operation.body != "members":
         return None, None
-    return encode_body(tool, operation.body_type, value)
+    members = [(p, arguments[p.name]) for p in body_params if arguments.get(p.name) is not None]
+    if not members:
+        return None, None
+    if media.startswith(MULTIPART):
+        return multipart_body(tool, members)
+    if media == FORM:
+        return form_body(members)
+    return encode_body(tool, operation.body_type, {p.upstream_name: value for p, value in members})
 
 
-def multipart_body(tool: CatalogTool, members: list[tuple[Param, Any]]) -> tuple[bytes, str]:
-    """A multipart/form-data body: file members (base64 strings in the arguments) as file parts of their decoded
-    bytes, the others as fields (lists repeated, nested values as JSON text). Encoded by httpx, the HTTP library
-    the calls go through (a part without a filename is a plain field), so boundary and quoting are its own."""
+def _form_member(name: str) -> Param:
+    """A member of a form body the document describes no further (a whole form body's key): style form."""
+    return Param(name=name, type="string", required=False, location="body")
+
+
+def form_body(members: list[tuple[Param, Any]]) -> tuple[bytes, str]:
+    """An application/x-www-form-urlencoded body: each member styled like a query parameter of its name, with its
+    Encoding's style and explode (default form, exploded) or Swagger's collectionFormat, or as compact JSON text
+    when its Encoding's contentType is JSON; in the order given, every value percent-encoded (space `%20`)."""
+    pieces: list[str] = []
+    for param, value in members:
+        name = param.upstream_name
+        if param.content_type is not None and _is_json(param.content_type):
+            pieces.append(f"{_pct(name)}={_pct(_json(value))}")
+        else:
+            styled = styled_pairs(name, value, param.style, param.explode, param.collection_format)
+            pieces += [pair for _, pair in styled]
+    return "&".join(pieces).encode("ascii"), FORM
+
+
+def multipart_body(tool: CatalogTool, members: list[tuple[Param, Any]]) -> tuple[bytes | None, str | None]:
+    """A multipart/form-data body: a part per member, and a part per item of an array of scalars or of files.
+
+    A file (binary) part carries the decoded bytes of a base64 string or data URL, with a filename; its type is
+    the Encoding's contentType, else the data URL's, else application/octet-stream. Other parts: the Encoding's
+    contentType (JSON ones get compact JSON), else text/plain for a scalar (its text) and application/json for an
+    object or an array of objects. Encoding headers are added to the part. Encoded by httpx, the HTTP library the
+    calls go through, so boundary and quoting are its own; no part at all is no body."""
     import httpx  # already imported by the first upstream call
 
-    parts: list[tuple[str, tuple[str | None, str | bytes, str | None]]] = []
+    parts: list[tuple[str, tuple[str | None, bytes, str, dict[str, str]]]] = []
     for param, value in members:
-        if _base64(param):
-            parts.append((param.upstream_name, (param.upstream_name, _decoded(tool, param, value), OCTETS)))
+        name = param.upstream_name
+        values = value if isinstance(value, list) else [value]
+        if is_binary(param.schema) or (isinstance(value, list) and is_binary(_items_schema(param.schema))):
+            for item in values:
+                if item is not None:
+                    content, given_type = decoded_file(tool, param, item)
+                    parts.append((name, (name, content, param.content_type or given_type or OCTETS, _headers(param))))
+        elif param.content_type is not None and _is_json(param.content_type):
+            parts.append((name, (None, _json(value).encode("utf-8"), param.content_type, _headers(param))))
+        elif isinstance(value, dict) or any(isinstance(item, list | dict) for item in values):
+            parts.append((name, (None, _json(value).encode("utf-8"), param.content_type or JSON_TYPE, _headers(param))))
         else:
-            parts += [(name, (None, text, None)) for name, text in form_pairs({param.upstream_name: value})]
+            parts += [
+                (name, (None, _text(item).encode("utf-8"), param.content_type or "text/plain", _headers(param)))
+                for item in values
+                if item is not None
+            ]
+    if not parts:
+        return None, None
     request = httpx.Request("POST", "http://multipart.invalid/", files=parts)
     return request.read(), request.headers["content-type"]
 
 
-def _base64(param: Param) -> bool:
-    return param.schema is not None and param.schema.get("contentEncoding") == "base64"
+def _headers(param: Param) -> dict[str, str]:
+    """A part's own headers (a new dict each time: httpx adds the part's Content-Type to the one it is given)."""
+    return dict(param.part_headers or {})
 
 
-def _decoded(tool: CatalogTool, param: Param, value: Any) -> bytes:
+def is_binary(schema: Mapping[str, Any] | None) -> bool:
+    """Whether an argument is a file's content (base64 or a data URL), as the importer marks it."""
+    if schema is None:
+        return False
+    if schema.get("contentEncoding") == "base64":
+        return True
+    return any(is_binary(option) for key in ("anyOf", "oneOf") for option in schema.get(key) or ())
+
+
+def _items_schema(schema: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    if schema is None:
+        return None
+    if isinstance(schema.get("items"), Mapping):
+        return schema["items"]  # type: ignore[no-any-return]
+    for key in ("anyOf", "oneOf"):
+        for option in schema.get(key) or ():
+            if option.get("type") == "array" and isinstance(option.get("items"), Mapping):
+                return option["items"]  # type: ignore[no-any-return]
+    return None
+
+
+_DATA_URL = re.compile(r"data:([^,]*?);base64,(.*)", re.DOTALL | re.IGNORECASE)
+
+
+def decoded_file(tool: CatalogTool, param: Param, value: Any) -> tuple[bytes, str | None]:
+    """A file's bytes from base64 text or a data URL (`data:<type>;base64,<data>`), and the data URL's type."""
     if not isinstance(value, str):
-        raise _invalid(tool, f"{param.name} is a file's content: give it as a base64 string")
+        raise _invalid(tool, f"{param.name} is a file's content: give it as a base64 string or a data URL")
+    given_type, data = None, value
+    if value[:5].lower() == "data:":
+        match = _DATA_URL.fullmatch(value)
+        if match is None:
+            raise _invalid(tool, f"{param.name} is a data URL without base64 data (data:<type>;base64,<data>)")
+        given_type, data = match.group(1).strip() or None, match.group(2)
     try:
-        return base64.b64decode(value, validate=True)
+        return base64.b64decode("".join(data.split()), validate=True), given_type
     except (binascii.Error, ValueError):
-        raise _invalid(tool, f"{param.name} is not valid base64 (a file's content, base64-encoded)") from None
+        raise _invalid(
+            tool, f"{param.name} is not valid base64 (a file's content: base64, or a data URL data:<type>;base64,...)"
+        ) from None
 
 
 def encode_body(tool: CatalogTool, body_type: str, value: Any) -> tuple[bytes, str]:
-    """`value` as a body of `body_type`: compact JSON (any JSON media type), a urlencoded form (lists repeated,
-    nested values as JSON text), or text; other types (multipart, binary) cannot be made from JSON arguments."""
+    """`value` as a body of `body_type`: compact JSON (any JSON media type), a urlencoded form of an object, or
+    text; other types (multipart, binary) cannot be made from JSON arguments."""
     media = body_type.split(";")[0].strip().lower()
-    if media == "application/json" or media.endswith("+json"):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"), body_type
+    if _is_json(media):
+        return _json(value).encode("utf-8"), body_type
     if media == FORM:
-        if not isinstance(value, dict):
-            raise _invalid(tool, f"the body is sent as a form, so it must be an object, not {type(value).__name__}")
-        return urlencode(list(form_pairs(value))).encode("ascii"), FORM
+        raise _invalid(tool, f"the body is sent as a form, so it must be an object, not {type(value).__name__}")
     if media.startswith("text/") or isinstance(value, str):  # XML, SDP, YAML…: the string as it is
-        text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        text = value if isinstance(value, str) else _json(value)
         content_type = body_type if "charset" in body_type.lower() else f"{body_type}; charset=utf-8"
         return text.encode("utf-8"), content_type
     raise ToolError(f"{tool.name} sends a {body_type} body, which this server cannot make from JSON arguments.")
 
 
-def form_pairs(members: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
-    """An object as form fields: a list repeats its field, a nested object or list is sent as JSON text."""
-    for name, value in members.items():
-        for item in value if isinstance(value, list) else [value]:
-            if item is not None:
-                yield str(name), _text(item)
+def _is_json(media: str) -> bool:
+    media = media.split(";")[0].strip().lower()
+    return media == JSON_TYPE or media.endswith("+json")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 # --- values -----------------------------------------------------------------------------------------------------
@@ -363,7 +486,7 @@ def _text(value: Any) -> str:
         return value
     if isinstance(value, int | float):
         return str(value)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _json(value)
 
 
 def _pct(text: str) -> str:

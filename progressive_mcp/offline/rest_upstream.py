@@ -24,7 +24,8 @@ client sends the paths the real API would receive. What it does, in order, for e
   `Authorization: Bearer <key>`, or `Authorization: Basic <base64 user:password>`; missing or malformed: 401.
   Any key is accepted unless `api_key=` names the one to accept.
 - **checks** it: required query, header, cookie and body parameters present, the body's media type the
-  operation's, a JSON or form body parseable; else 400 (415 for the media type) naming what is wrong.
+  operation's, a JSON body parseable, a form or multipart body following the document's encoding
+  (`progressive_mcp.offline.body_encoding`); else 400 (415 for the media type) naming what is wrong.
 - **answers**: the output schema's own example if it has one, else a value generated from it
   (`progressive_mcp.offline.schema_samples`, seeded by the tool's name, so every run answers the same bytes),
   with status 200. An operation without an output schema answers `{"ok": true}`, or 204 and no body to DELETE.
@@ -55,6 +56,7 @@ from typing import Any, cast
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
 
 from progressive_mcp.catalog import Auth, Catalog, CatalogTool, Param
+from progressive_mcp.offline.body_encoding import form_members, multipart_members
 from progressive_mcp.offline.schema_samples import dumps, sample_value
 from progressive_mcp.offline.serving import LoopbackServer, ServedUpstream, TrackedHandler
 from progressive_mcp.redaction import MASK, MIN_KEY_CHARS, redact
@@ -64,6 +66,7 @@ FAULTS_PATH = "/__faults"
 MAX_BODY_BYTES = 10 * 1024 * 1024  # a larger request body is refused with 413
 JSON_TYPE = "application/json"
 FORM_TYPE = "application/x-www-form-urlencoded"
+MULTIPART_TYPE = "multipart/form-data"
 # Masked in the record whatever the API's auth says: a client may send a key where the API does not want it.
 CREDENTIAL_QUERY_NAMES = frozenset({"apikey", "api_key", "api-key", "key", "token", "access_token"})
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key"})
@@ -683,10 +686,17 @@ def _body_problem(
             parsed = json.loads(request.body)
         except ValueError as exc:
             return error_reply(400, f"The body is not valid JSON: {exc}")
-    elif body_type == FORM_TYPE:
-        parsed = dict(parse_qsl(request.body.decode("utf-8", "replace"), keep_blank_values=True))
+    elif body_type in (FORM_TYPE, MULTIPART_TYPE):
+        # Read as the document's encoding says; a body that does not follow it is refused, as the real API would.
+        if body_type == FORM_TYPE:
+            present, problems = form_members(body_params, request.body)
+        else:
+            present, problems = multipart_members(body_params, request.header("Content-Type") or "", request.body)
+        if problems:
+            return error_reply(400, "The body does not follow the document's encoding: " + "; ".join(problems[:5]))
+        parsed = dict.fromkeys(present, "")
     else:
-        return None  # multipart and others: taken as they come
+        return None  # other types: taken as they come
     if mode == "members":
         if not isinstance(parsed, dict):
             return error_reply(400, "The body must be an object of members")

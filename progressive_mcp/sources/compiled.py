@@ -132,8 +132,9 @@ def _param(data: dict[str, Any]) -> Param:
     for key in ("enum", "examples", "premium_values"):
         if key in values and values[key] is not None:
             values[key] = tuple(values[key])
-    if values.get("schema") is not None:
-        values["schema"] = _freeze(values["schema"])
+    for key in ("schema", "part_headers"):
+        if values.get(key) is not None:
+            values[key] = _freeze(values[key])
     return Param(**values)
 
 

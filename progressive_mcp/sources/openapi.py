@@ -620,10 +620,13 @@ class _Converter:
         return self.auth is not None and folded in CREDENTIAL_NAMES
 
     def _param(self, wire: str, where: str, param: dict[str, Any], at: _At, taken: set[str]) -> Param:
+        collection_format: str | None = None
         if self.dialect == "2.0" or ("schema" not in param and "content" not in param):
             raw_schema: Any = swagger_schema(param)
             schema = self.schemas.convert(raw_schema, at, "request", self.budget)
             style, explode = swagger_style(param)
+            if param.get("type") == "array":  # Swagger 2.0: the serialisation is the collectionFormat's (csv default)
+                collection_format = str(param.get("collectionFormat") or "csv")
         else:
             raw_schema = param.get("schema")
             schema_at = at.child("schema")
@@ -652,6 +655,7 @@ class _Converter:
             deprecated=param.get("deprecated") is True,
             style=style,
             explode=explode,
+            collection_format=collection_format,
         )
 
     def _request_body(self, operation: dict[str, Any], at: _At, built: _Built, taken: set[str]) -> None:
@@ -674,7 +678,40 @@ class _Converter:
         else:
             schema = self.schemas.convert(schema_raw, body_at.child("content", media, "schema"), "request", self.budget)
         required = body.get("required") is True
-        self._body(schema, required, _text(body, "description"), media.split(";")[0].strip(), built, taken)
+        encoding = self._encoding(entry, body_at.child("content", media, "encoding"))
+        self._body(schema, required, _text(body, "description"), media.split(";")[0].strip(), built, taken, encoding)
+
+    def _encoding(self, entry: dict[str, Any], at: _At) -> dict[str, Param]:
+        """A body's Encoding Object, per property, as the Param fields that carry it (style, explode, contentType and
+        the headers of a multipart part). A part header is sent only when the document fixes its value (a `const`,
+        a `default`, a single `enum` value or an example); Content-Type is the contentType's (OpenAPI says so)."""
+        raw = entry.get("encoding")
+        if not isinstance(raw, dict):
+            return {}
+        out: dict[str, Param] = {}
+        for member, item in raw.items():
+            encoding, encoding_at, _ = self.refs.deref(item, at.child(str(member)))
+            if not isinstance(encoding, dict):
+                continue
+            headers: dict[str, str] = {}
+            for name, header in _dict(encoding.get("headers")).items():
+                try:
+                    header, _, _ = self.refs.deref(header, encoding_at.child("headers", str(name)))
+                except _Problem:
+                    continue
+                value = fixed_header_value(_dict(header))
+                if value is not None and str(name).lower() != "content-type":
+                    headers[str(name)] = value
+            out[str(member)] = Param(
+                name=str(member),
+                type="string",
+                required=False,
+                style=_text(encoding, "style") or None,
+                explode=encoding.get("explode") if isinstance(encoding.get("explode"), bool) else None,
+                content_type=_text(encoding, "contentType") or None,
+                part_headers=_freeze(headers) if headers else None,
+            )
+        return out
 
     def _swagger_body(
         self,
@@ -709,10 +746,18 @@ class _Converter:
         built.body, built.body_type = "members", MULTIPART_MEDIA if multipart else FORM_MEDIA
 
     def _body(
-        self, schema: dict[str, Any], required: bool, description: str, media: str, built: _Built, taken: set[str]
+        self,
+        schema: dict[str, Any],
+        required: bool,
+        description: str,
+        media: str,
+        built: _Built,
+        taken: set[str],
+        encoding: Mapping[str, Param] | None = None,
     ) -> None:
         """A body as its members (a plain object whose member names are free; a form's always) or as one `body`
-        argument (anything else; a raw body such as an image is a string, base64-encoded when it is binary)."""
+        argument (anything else; a raw body such as an image is a string, base64-encoded when it is binary). A
+        member keeps its Encoding (`encoding`, by property name) for the request."""
         built.body_type = media
         form = media.startswith((FORM_MEDIA, MULTIPART_MEDIA))
         if not form and not is_json_media(media):
@@ -732,16 +777,22 @@ class _Converter:
             for member, sub in (members or {}).items():
                 sub = dict(sub)
                 text = sub.pop("description", "")
+                files = file_schema(sub) if media.startswith(MULTIPART_MEDIA) else None
+                encoded = (encoding or {}).get(member)
                 param = _param_from_schema(
                     name=argument_name(member, "body", taken),
                     wire=member,
                     where="body",
-                    schema=sub,
+                    schema=sub if files is None else files,
                     required=member in needed,
-                    description=text if isinstance(text, str) else "",
+                    description=_with_file_note(text if isinstance(text, str) else "", files is not None),
                     deprecated=sub.get("deprecated") is True,
+                    style=encoded.style if encoded is not None else None,
+                    explode=encoded.explode if encoded is not None else None,
                 )
-                built.params.append(_as_file(param) if media.startswith(MULTIPART_MEDIA) and is_file(sub) else param)
+                if encoded is not None:
+                    param = replace(param, content_type=encoded.content_type, part_headers=encoded.part_headers)
+                built.params.append(param)
             built.body = "members"
             return
         text = description or schema.get("description") or "The request body."
@@ -818,12 +869,55 @@ def is_file(schema: Mapping[str, Any]) -> bool:
     return schema.get("format") == "binary" or ("contentMediaType" in schema and "contentEncoding" not in schema)
 
 
+FILE_NOTE = "A file's content: base64, or a data URL (data:<type>;base64,<data>)."
+
+
 def _as_file(param: Param) -> Param:
-    """A file argument: its content as a base64 string (MCP arguments are JSON), sent as a file part."""
+    """A file argument: its content as a base64 string or data URL (MCP arguments are JSON), sent as a file part."""
     schema = {"type": "string", "contentEncoding": "base64"}
-    note = "The file's content, base64-encoded."
-    description = f"{param.description} ({note})" if param.description else note
+    description = _with_file_note(param.description, True)
     return replace(param, type="string", schema=_freeze(schema), description=description, format=None, enum=None)
+
+
+def _with_file_note(description: str, file: bool) -> str:
+    if not file:
+        return description
+    return f"{description} ({FILE_NOTE})" if description else FILE_NOTE
+
+
+def file_schema(schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The argument schema of a multipart member that holds a file, files (an array of them) or either (`anyOf`):
+    each file a base64 string or data URL (`contentEncoding: base64`, which marks it for the request); None when
+    the member holds no file."""
+    if is_file(schema):
+        return {"type": "string", "contentEncoding": "base64"}
+    items = schema.get("items")
+    if schema.get("type") == "array" and isinstance(items, Mapping) and is_file(items):
+        kept = {k: schema[k] for k in ("minItems", "maxItems") if k in schema}
+        return {"type": "array", "items": {"type": "string", "contentEncoding": "base64"}, **kept}
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list | tuple):
+            converted = [file_schema(o) if isinstance(o, Mapping) else None for o in options]
+            if any(c is not None for c in converted):
+                return {key: [c if c is not None else dict(o) for c, o in zip(converted, options, strict=True)]}
+    return None
+
+
+def fixed_header_value(header: Mapping[str, Any]) -> str | None:
+    """The value a Header Object fixes (its schema's const, default or single enum value, or its example)."""
+    schema = _dict(header.get("schema"))
+    enum = schema.get("enum")
+    for value in (
+        schema.get("const"),
+        schema.get("default"),
+        enum[0] if isinstance(enum, list) and len(enum) == 1 else None,
+        header.get("example"),
+        schema.get("example"),
+    ):
+        if _is_scalar(value):
+            return str(value).lower() if isinstance(value, bool) else str(value)
+    return None
 
 
 def raw_body_schema(media: str, schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -832,7 +926,11 @@ def raw_body_schema(media: str, schema: Mapping[str, Any]) -> dict[str, Any]:
     text = base.startswith("text/") or base.endswith(("+xml", "/xml", "/sdp", "/yaml", "/x-yaml"))
     if text:
         return {"type": "string", "description": f"The request body ({media})."}
-    return {"type": "string", "contentEncoding": "base64", "description": f"The request body ({media}), {BASE64_NOTE}."}
+    return {
+        "type": "string",
+        "contentEncoding": "base64",
+        "description": f"The request body ({media}): base64, or a data URL (data:<type>;base64,<data>).",
+    }
 
 
 class _Unsupported(_Problem):
@@ -850,6 +948,7 @@ def _param_from_schema(
     deprecated: bool = False,
     style: str | None = None,
     explode: bool | None = None,
+    collection_format: str | None = None,
 ) -> Param:
     kind = schema.get("type")
     if isinstance(kind, list):
@@ -869,6 +968,7 @@ def _param_from_schema(
         wire_name=wire if wire != name else None,
         style=style,
         explode=explode,
+        collection_format=collection_format,
         schema=_freeze(schema),
         deprecated=deprecated,
     )
@@ -912,7 +1012,7 @@ def swagger_style(param: dict[str, Any]) -> tuple[str | None, bool | None]:
         "multi": ("form", True),
         "ssv": ("spaceDelimited", False),
         "pipes": ("pipeDelimited", False),
-        "tsv": ("form", False),  # no OpenAPI 3 equivalent; sent comma-separated (noted in docs/openapi.md)
+        "tsv": ("form", False),  # no OpenAPI 3 equivalent: the request follows Param.collection_format instead
     }.get(str(fmt), (None, None))
 
 
