@@ -2,7 +2,7 @@
 
 Models send arguments as an object or as a JSON string, numbers as strings ("14") and enum
 values in the wrong case ("Daily"). Unambiguous cases are repaired; anything else is reported,
-every problem at once, in an InvalidArguments error that carries the input schema. Example::
+every problem at once, in an InvalidArguments error that quotes the schema of what failed. Example::
 
     prepare_arguments(catalog, "RSI", '{"symbol": "IBM", "interval": "Daily", "time_period": "14",
                                         "series_type": "close"}')
@@ -64,16 +64,18 @@ def prepare_arguments(catalog: Catalog, tool_name: str, raw: Any) -> dict[str, A
     if not _is_text(arguments):  # a "\ud800" escape: the validator and the upstream URL need UTF-8, which it lacks
         problem = "an argument holds a lone surrogate (\\ud800-\\udfff), which is not text"
         raise InvalidArguments(tool.name, [problem], schema)
-    problems = [
-        _describe(tool, error)
+    errors = [
+        error
         for error in catalog.validator(tool.name).iter_errors(arguments)
         if not (_kind(error) == "AnyOf" and not error.instance_path)  # reported below, by name
     ]
+    problems = [_describe(tool, error) for error in errors]
     for group in tool.require_any:
         if not any(name in arguments for name in group):
             problems.append(f"give at least one of: {', '.join(group)}")
     if problems:
-        raise InvalidArguments(tool.name, sorted(set(problems)), schema)
+        paths = [_failing_path(error) for error in errors]
+        raise InvalidArguments(tool.name, sorted(set(problems)), schema, paths=[p for p in paths if p])
     return with_defaults(tool, arguments)
 
 
@@ -143,6 +145,14 @@ def _is_text(value: Any) -> bool:
 
 def _kind(error: Any) -> str:
     return type(error.kind).__name__
+
+
+def _failing_path(error: Any) -> str:
+    """Where a schema violation is ("shipping/address/line1"; a missing required argument's name), so the error
+    quotes the schema there."""
+    if _kind(error) == "Required" and not error.instance_path:
+        return str(error.kind.property)
+    return "/".join(str(p) for p in error.instance_path)
 
 
 def _describe(tool: CatalogTool, error: Any) -> str:
