@@ -98,7 +98,7 @@ class InvalidArguments(ToolError):
         self.tool_name = tool_name
         self.problems = problems
         self.input_schema = input_schema
-        self.quoted = quote_schema(input_schema, list(paths) or mentioned(problems, input_schema))
+        self.quoted = quote_schema(input_schema, list(paths) or mentioned(problems, input_schema), problems)
         listing = "; ".join(problems)
         super().__init__(
             f"Invalid arguments for {tool_name}: {listing}. Fix the arguments to match inputSchema and call again."

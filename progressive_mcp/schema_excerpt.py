@@ -16,23 +16,30 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-WHOLE_CHARS = 1_000  # an input schema this small (compact JSON) is quoted whole
-QUOTE_CHARS = 900  # what the excerpt's schemas may take together when it is not
+from progressive_mcp.tokens import count_tokens, estimate_tokens, fits_budget
+
+ERROR_TOKENS = 400  # what a whole argument error may cost (DESIGN.md's budget)
+FRAME_TOKENS = 90  # its message's frame, the tool's name, the keys and the note
+WHOLE_TOKENS = 250  # an input schema this small (compact JSON) is quoted whole, when the problems leave room
+QUOTE_TOKENS = 180  # what the excerpt's schemas may take together when it is not
+MIN_QUOTE_TOKENS = 40
 MAX_QUOTED = 3  # failing arguments quoted at most; the problems list names them all
 NOTE = "Only the arguments in question; TOOL_GET gives the whole input schema."
 _MEMBER_LISTS = ("anyOf", "oneOf", "allOf")
 
 
-def quote_schema(input_schema: dict[str, Any], paths: Sequence[str]) -> dict[str, Any]:
+def quote_schema(input_schema: dict[str, Any], paths: Sequence[str], problems: Sequence[str] = ()) -> dict[str, Any]:
     """The `inputSchema` (and `at`, `note`) an InvalidArguments error shows for mistakes at `paths`
-    ("amount", "shipping/address/line1"; an empty path is the arguments object itself)."""
-    if _size(input_schema) <= WHOLE_CHARS:
+    ("amount", "shipping/address/line1"; an empty path is the arguments object itself). The problems are shown
+    twice (in the message and as a list), so what they take leaves less for the schema."""
+    spare = ERROR_TOKENS - FRAME_TOKENS - 2 * _tokens(json.dumps(list(problems), ensure_ascii=False))
+    if _fits(input_schema, min(WHOLE_TOKENS, spare)):
         return {"inputSchema": input_schema}
     properties = input_schema.get("properties") or {}
     names = list(dict.fromkeys(p.split("/", 1)[0] for p in paths if p.split("/", 1)[0] in properties))
     names = names[:MAX_QUOTED]
     nested = [p for p in dict.fromkeys(paths) if "/" in p and p.split("/", 1)[0] in names][:MAX_QUOTED]
-    share = QUOTE_CHARS // max(1, len(names) + len(nested))
+    share = max(MIN_QUOTE_TOKENS, min(QUOTE_TOKENS, spare)) // max(1, len(names) + len(nested))
     excerpt: dict[str, Any] = {"type": "object", "properties": {n: shrink(properties[n], share) for n in names}}
     if input_schema.get("required"):
         excerpt["required"] = input_schema["required"]
@@ -70,12 +77,12 @@ def _child(node: dict[str, Any], key: str) -> dict[str, Any] | None:
 
 
 def shrink(schema: dict[str, Any], limit: int) -> dict[str, Any]:
-    """`schema` within `limit` characters of compact JSON: descriptions go first, then the deepest levels
-    collapse to their type, until it fits (at worst, its type alone)."""
+    """`schema` within `limit` tokens as compact JSON: descriptions go first, then the deepest levels collapse
+    to their type, until it fits (at worst, its type alone)."""
     for depth in (8, 5, 4, 3, 2, 1):
         for descriptions in (True, False):
             candidate = _collapsed(schema, depth, descriptions)
-            if _size(candidate) <= limit:
+            if _fits(candidate, limit):
                 return candidate
     return _collapsed(schema, 0, False)
 
@@ -107,8 +114,16 @@ def _members(node: dict[str, Any]) -> Iterable[Any]:
     return (m for k in _MEMBER_LISTS for m in node.get(k) or [])
 
 
-def _size(value: Any) -> int:
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str))
+def _tokens(text: str) -> int:
+    """Tokens of `text`: counted where the tokenizer is installed, else an upper bound."""
+    try:
+        return count_tokens(text)
+    except ImportError:  # the Lambda asset leaves bpe-openai out
+        return estimate_tokens(text)
+
+
+def _fits(value: Any, tokens: int) -> bool:
+    return fits_budget(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str), tokens)
 
 
 def mentioned(problems: Iterable[str], input_schema: dict[str, Any]) -> list[str]:

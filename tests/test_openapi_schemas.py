@@ -296,3 +296,75 @@ def test_tool_get_in_python_is_at_most_2500_tokens_for_every_stripe_tool() -> No
 @pytest.mark.parametrize("name", ["spotify", "slack", "openai", "digitalocean", "twilio"])
 def test_tool_get_in_python_is_at_most_2500_tokens_for_every_tool_of_every_document(name: str) -> None:
     assert_tool_get_python_is_capped(name)
+
+
+def assert_argument_errors_are_capped(name: str) -> None:
+    """A wrong value for each tool's first required argument (or first argument) costs at most 400 tokens."""
+    catalog, _ = real(name)
+    surface = Surface(catalog, mode="progressive")
+    over = {}
+    for tool in catalog.tools:
+        param = next((p for p in tool.params if p.required), tool.params[0] if tool.params else None)
+        wrong: Any = {"not_an_argument": 1}
+        if param is not None:
+            wrong = {param.name: {"x": 1} if param.type in ("string", "integer", "number", "boolean") else 12345}
+        answer = surface.call_tool_wire("TOOL_CALL", {"tool_name": tool.name, "arguments": wrong}, CONTEXT)
+        assert answer["isError"], tool.name
+        if (tokens := count_tokens(answer["content"][0]["text"])) > MAX_ERROR_TOKENS:
+            over[tool.name] = tokens
+    assert not over, over
+
+
+@needs_shared
+def test_a_wrong_value_costs_at_most_400_tokens_for_every_stripe_tool() -> None:
+    assert_argument_errors_are_capped("stripe")
+
+
+@needs_shared
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["spotify", "slack", "openai", "digitalocean", "twilio"])
+def test_a_wrong_value_costs_at_most_400_tokens_for_every_tool_of_every_document(name: str) -> None:
+    assert_argument_errors_are_capped(name)
+
+
+# --- a compiled catalog no larger than its document ------------------------------------------------------------
+
+
+def document_bytes(path: Path) -> int:
+    """A document's size: its file, or for DigitalOcean's split document every YAML/JSON file of it."""
+    if path.parent.name == "specification":
+        return sum(p.stat().st_size for p in path.parent.rglob("*") if p.suffix in (".yaml", ".yml", ".json"))
+    return path.stat().st_size
+
+
+def assert_compiled_is_small_and_the_same(name: str, tmp_path: Path) -> None:
+    from progressive_mcp.sources import load_catalog
+
+    compiled = tmp_path / f"{name}.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "progressive_mcp", "spec", "compile", str(REAL[name]), "-o", str(compiled)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert compiled.stat().st_size <= document_bytes(REAL[name]), (compiled.stat().st_size, document_bytes(REAL[name]))
+    catalog, again = real(name)[0], load_catalog(compiled)
+    assert again.version == catalog.version and again.tools == catalog.tools
+    for fmt in ("python", "schema"):
+        names = [t.name for t in catalog.tools][:: max(1, len(catalog.tools) // 25)]
+        for tool in names:
+            asked = {"tool_name": tool, "format": fmt}
+            first = Surface(catalog, mode="code").call_tool_wire("TOOL_GET", asked, CONTEXT)
+            second = Surface(again, mode="code").call_tool_wire("TOOL_GET", asked, CONTEXT)
+            assert first == second, tool
+
+
+@needs_shared
+def test_the_compiled_stripe_catalog_is_no_larger_than_its_document_and_answers_the_same(tmp_path: Path) -> None:
+    assert_compiled_is_small_and_the_same("stripe", tmp_path)
+
+
+@needs_shared
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["spotify", "slack", "openai", "digitalocean", "twilio"])
+def test_every_compiled_catalog_is_no_larger_than_its_document(name: str, tmp_path: Path) -> None:
+    assert_compiled_is_small_and_the_same(name, tmp_path)

@@ -25,6 +25,7 @@ MAX_ARGUMENTS = 64
 MAX_VALUE_CHARS = 2048
 MAX_NESTING = 16
 MAX_PROBLEM_CHARS = 300
+MAX_LISTED_VALUES = 12  # of an enum, in a problem line
 
 
 def parse_arguments(tool_name: str, raw: Any, input_schema: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +167,10 @@ def _describe(tool: CatalogTool, error: Any) -> str:
         allowed = ", ".join(p.name for p in tool.params) or "none"
         return f"{_clip(message)}; allowed arguments: {allowed}"
     if _kind(error) == "Enum":  # jsonschema-rs names only the first two options ("or 6 other candidates")
-        allowed = ", ".join(json.dumps(option) for option in error.kind.options)
+        options = list(error.kind.options)
+        allowed = ", ".join(json.dumps(option) for option in options[:MAX_LISTED_VALUES])
+        if len(options) > MAX_LISTED_VALUES:  # the quoted schema has them all; the error names them twice besides
+            allowed += f", … ({len(options)} in all: see inputSchema)"
         given = _clip(json.dumps(error.instance), 80)
         message = f"{given} is not one of the allowed values: {allowed}"
         return f"{path}: {message}" if path else message
