@@ -6,7 +6,10 @@ in exactly one place (`progressive_mcp.surfaces.surface`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+from progressive_mcp.schema_excerpt import mentioned, quote_schema
 
 
 class ProgressiveMCPError(Exception):
@@ -85,19 +88,24 @@ def clip(text: str, limit: int = 80) -> str:
 
 
 class InvalidArguments(ToolError):
-    """Arguments that do not satisfy a tool's input schema; every problem is listed."""
+    """Arguments that do not satisfy a tool's input schema; every problem is listed. The details quote the
+    schema of the arguments at `paths` ("shipping/address/line1"; by default those the problems start with), or
+    the whole input schema when it is small (`schema_excerpt.quote_schema`)."""
 
-    def __init__(self, tool_name: str, problems: list[str], input_schema: dict[str, Any]) -> None:
+    def __init__(
+        self, tool_name: str, problems: list[str], input_schema: dict[str, Any], *, paths: Sequence[str] = ()
+    ) -> None:
         self.tool_name = tool_name
         self.problems = problems
         self.input_schema = input_schema
+        self.quoted = quote_schema(input_schema, list(paths) or mentioned(problems, input_schema), problems)
         listing = "; ".join(problems)
         super().__init__(
             f"Invalid arguments for {tool_name}: {listing}. Fix the arguments to match inputSchema and call again."
         )
 
     def details(self) -> dict[str, Any]:
-        return {"tool_name": self.tool_name, "problems": self.problems, "inputSchema": self.input_schema}
+        return {"tool_name": self.tool_name, "problems": self.problems, **self.quoted}
 
 
 class UpstreamError(ToolError):

@@ -631,6 +631,8 @@ def test_every_real_document_loads_and_every_operation_is_accounted_for(real: di
 
 
 @needs_shared
+@pytest.mark.slow  # checks every schema of four big documents: ~2 minutes on a busy 2-core machine
+@pytest.mark.timeout(900)
 def test_real_schemas_are_valid_2020_12_and_compile(real: dict[str, Any]) -> None:
     for catalog, _ in real.values():
         for tool in catalog.tools:

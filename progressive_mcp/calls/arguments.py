@@ -2,7 +2,7 @@
 
 Models send arguments as an object or as a JSON string, numbers as strings ("14") and enum
 values in the wrong case ("Daily"). Unambiguous cases are repaired; anything else is reported,
-every problem at once, in an InvalidArguments error that carries the input schema. Example::
+every problem at once, in an InvalidArguments error that quotes the schema of what failed. Example::
 
     prepare_arguments(catalog, "RSI", '{"symbol": "IBM", "interval": "Daily", "time_period": "14",
                                         "series_type": "close"}')
@@ -25,6 +25,7 @@ MAX_ARGUMENTS = 64
 MAX_VALUE_CHARS = 2048
 MAX_NESTING = 16
 MAX_PROBLEM_CHARS = 300
+MAX_LISTED_VALUES = 12  # of an enum, in a problem line
 
 
 def parse_arguments(tool_name: str, raw: Any, input_schema: dict[str, Any]) -> dict[str, Any]:
@@ -64,16 +65,18 @@ def prepare_arguments(catalog: Catalog, tool_name: str, raw: Any) -> dict[str, A
     if not _is_text(arguments):  # a "\ud800" escape: the validator and the upstream URL need UTF-8, which it lacks
         problem = "an argument holds a lone surrogate (\\ud800-\\udfff), which is not text"
         raise InvalidArguments(tool.name, [problem], schema)
-    problems = [
-        _describe(tool, error)
+    errors = [
+        error
         for error in catalog.validator(tool.name).iter_errors(arguments)
         if not (_kind(error) == "AnyOf" and not error.instance_path)  # reported below, by name
     ]
+    problems = [_describe(tool, error) for error in errors]
     for group in tool.require_any:
         if not any(name in arguments for name in group):
             problems.append(f"give at least one of: {', '.join(group)}")
     if problems:
-        raise InvalidArguments(tool.name, sorted(set(problems)), schema)
+        paths = [_failing_path(error) for error in errors]
+        raise InvalidArguments(tool.name, sorted(set(problems)), schema, paths=[p for p in paths if p])
     return with_defaults(tool, arguments)
 
 
@@ -149,6 +152,14 @@ def _kind(error: Any) -> str:
     return type(error.kind).__name__
 
 
+def _failing_path(error: Any) -> str:
+    """Where a schema violation is ("shipping/address/line1"; a missing required argument's name), so the error
+    quotes the schema there."""
+    if _kind(error) == "Required" and not error.instance_path:
+        return str(error.kind.property)
+    return "/".join(str(p) for p in error.instance_path)
+
+
 def _describe(tool: CatalogTool, error: Any) -> str:
     """One readable line per schema violation, naming the argument."""
     path = "/".join(str(p) for p in error.instance_path)
@@ -160,7 +171,10 @@ def _describe(tool: CatalogTool, error: Any) -> str:
         allowed = ", ".join(p.name for p in tool.params) or "none"
         return f"{_clip(message)}; allowed arguments: {allowed}"
     if _kind(error) == "Enum":  # jsonschema-rs names only the first two options ("or 6 other candidates")
-        allowed = ", ".join(json.dumps(option) for option in error.kind.options)
+        options = list(error.kind.options)
+        allowed = ", ".join(json.dumps(option) for option in options[:MAX_LISTED_VALUES])
+        if len(options) > MAX_LISTED_VALUES:  # the quoted schema has them all; the error names them twice besides
+            allowed += f", … ({len(options)} in all: see inputSchema)"
         given = _clip(json.dumps(error.instance), 80)
         message = f"{given} is not one of the allowed values: {allowed}"
         return f"{path}: {message}" if path else message

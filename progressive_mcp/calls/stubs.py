@@ -13,6 +13,7 @@ that is not an identifier, like "05. price", uses TypedDict's functional form). 
 from __future__ import annotations
 
 import hashlib
+import json
 import keyword
 import re
 from collections.abc import Iterable, Mapping
@@ -20,12 +21,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from progressive_mcp.catalog import CatalogTool, Param, _thaw
+from progressive_mcp.tokens import fits_budget
 
 PARAM_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
 JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
 TYPING_NAMES = ("Any", "Literal", "NotRequired", "TypedDict")
 CLASH_DIGITS = 8  # hex digits of a tool name's SHA-256 that tell apart tools whose Python names would be the same
 DOC_CHARS = 160  # a docstring is one paragraph: the summary and the start of the description
+# One tool's stub (its function and the types only it needs) fits in this many tokens, as JSON text (how TOOL_GET
+# sends it), leaving room in a TOOL_GET answer's 2,500 for the rest; deeper parts collapse to `dict[str, Any]`
+# until it fits.
+STUB_TOKENS = 2_300
+MAX_TITLE_NAME = 40  # a schema's title names its class when it makes a name this short (not a sentence)
+DEPTHS = (None, 6, 4, 3, 2, 1, 0)  # nesting of types tried, from whole to the top level only
 # Code mode always asks for JSON (what the return types describe); a script never chooses CSV.
 FORCED_JSON_PARAM = "datatype"
 
@@ -86,7 +94,7 @@ def tool_stubs(tools: Iterable[CatalogTool], names: Mapping[str, str] | None = N
     tools = list(tools)
     names = names if names is not None else python_names(t.name for t in tools)
     writer = _StubWriter(functions={names.get(t.name) or python_name(t.name) for t in tools}, names=names)
-    functions = [writer.function(tool) for tool in tools]
+    functions = [writer.bounded_function(tool) for tool in tools]
     body = "".join(f"\n{d}\n" for d in writer.declarations) + "".join(f"\n\n{f}" for f in functions)
     used = [name for name in TYPING_NAMES if re.search(rf"\b{name}\b", body)]  # import what is used, no more
     return (f"from typing import {', '.join(used)}\n" if used else "") + body
@@ -100,6 +108,21 @@ class _StubWriter:
     functions: set[str] = field(default_factory=set)  # the module's function names: no type may take one
     names: Mapping[str, str] = field(default_factory=dict)  # tool name → its function name
     _declared: dict[str, str] = field(default_factory=dict)  # type name -> its declaration, to reuse and dedupe
+    max_depth: int | None = None  # types nested deeper than this are `dict[str, Any]` / `list[Any]`
+
+    def bounded_function(self, tool: CatalogTool) -> str:
+        """`function`, with its types nested only as deep as fits STUB_TOKENS (the types it adds included)."""
+        declarations, declared = len(self.declarations), dict(self._declared)
+        for depth in DEPTHS:
+            self.max_depth = depth
+            function = self.function(tool)
+            text = "\n".join([*self.declarations[declarations:], function])
+            if depth == DEPTHS[-1] or fits_budget(json.dumps(text, ensure_ascii=False), STUB_TOKENS):
+                break
+            del self.declarations[declarations:]  # too large: forget what this try declared, and go shallower
+            self._declared = dict(declared)
+        self.max_depth = None
+        return function
 
     def function(self, tool: CatalogTool) -> str:
         params = [p for p in tool.params if not (p.name == FORCED_JSON_PARAM and forced_json(tool))]
@@ -108,7 +131,7 @@ class _StubWriter:
         returns = "Any"
         if tool.output_schema is not None:
             schema = _thaw(tool.output_schema)
-            returns = self._type(schema, _camel(tool.name), schema.get("$defs", {}))
+            returns = self._type(schema, _titled(schema, _camel(tool.name)), schema.get("$defs", {}))
         function = self.names.get(tool.name) or python_name(tool.name)
         signature = (
             f"async def {function}(*, {arguments}) -> {returns}:"
@@ -126,30 +149,39 @@ class _StubWriter:
         elif param.type in PARAM_TYPES:
             kind = PARAM_TYPES[param.type]
         elif param.schema is not None:
-            kind = self._type(_thaw(param.schema), _camel(f"{tool.name} {param.name}"), {})
+            kind = self._type(_thaw(param.schema), _camel(f"{tool.name} {param.name}"), {}, 1)
         else:
             kind = "Any"
         return _parameter_line(param, kind)
 
-    def _type(self, schema: Mapping[str, Any], hint: str, defs: Mapping[str, Any]) -> str:
+    def _type(self, schema: Mapping[str, Any], hint: str, defs: Mapping[str, Any], depth: int = 0) -> str:
+        """`depth`: how many object or array types enclose this one (past `max_depth`, they are not spelled)."""
         if "$ref" in schema:
             name = str(schema["$ref"]).rsplit("/", 1)[-1]
             return self._named(_camel(name), defs[name], defs)
         if "enum" in schema:
             return f"Literal[{', '.join(_literal(v) for v in schema['enum'])}]"
+        parts = schema.get("allOf")
+        if isinstance(parts, list) and len(parts) == 1 and isinstance(parts[0], Mapping):  # a $ref with a note
+            return self._type(parts[0], _titled(parts[0], hint), defs, depth)
         for union in ("anyOf", "oneOf"):
             if isinstance(schema.get(union), list):
                 members = schema[union]
-                return _union(*(self._type(member, f"{hint}Option{i}", defs) for i, member in enumerate(members)))
+                hints = _member_hints(members, hint)
+                return _union(*(self._type(m, h, defs, depth) for m, h in zip(members, hints, strict=True)))
         kinds = schema.get("type")
         listed = kinds if isinstance(kinds, list) else [kinds]
+        deep = self.max_depth is not None and depth > self.max_depth
         types = []
         for kind in listed:
             if kind == "object":
-                types.append(self._object(schema, hint, defs))
+                types.append("dict[str, Any]" if deep else self._object(schema, hint, defs, depth=depth + 1))
             elif kind == "array":
                 items = schema.get("items")
-                types.append(f"list[{self._type(items, f'{hint}Item', defs) if isinstance(items, dict) else 'Any'}]")
+                item = "Any"
+                if isinstance(items, dict) and (not deep or not _composite(items)):  # list[str] costs nothing
+                    item = self._type(items, _titled(items, f"{hint}Item"), defs, depth + 1)
+                types.append(f"list[{item}]")
             else:
                 types.append(JSON_TYPES.get(str(kind), "Any"))
         return _union(*types)
@@ -175,12 +207,14 @@ class _StubWriter:
             self._declare(name, f"{name} = {target}")
         return name
 
-    def _object(self, schema: Mapping[str, Any], hint: str, defs: Mapping[str, Any], *, exact: bool = False) -> str:
+    def _object(
+        self, schema: Mapping[str, Any], hint: str, defs: Mapping[str, Any], *, exact: bool = False, depth: int = 0
+    ) -> str:
         properties: Mapping[str, Any] = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
         if not properties:
             if isinstance(extra, dict):
-                return f"dict[str, {self._type(extra, f'{hint}Value', defs)}]"
+                return f"dict[str, {self._type(extra, f'{hint}Value', defs, depth)}]"
             return "dict[str, Any]"
         if extra not in (None, False):  # fixed keys and others besides: no TypedDict can say that
             return "dict[str, Any]"
@@ -189,17 +223,22 @@ class _StubWriter:
         for key, member in properties.items():
             keyed_by_data = not member.get("properties") and isinstance(member.get("additionalProperties"), dict)
             # A map keyed by data (dates, symbols) names its entries after the parent ("SmaValue"), not the key.
-            member_type = self._type(member, hint if keyed_by_data else hint + _camel(key), defs)
+            member_hint = hint if keyed_by_data else _titled(member, hint + _camel(key))
+            member_type = self._type(member, member_hint, defs, depth)
             fields[key] = member_type if key in required else f"NotRequired[{member_type}]"
         hint = self._not_a_function(hint)
-        name = hint if exact or hint not in self._declared else self._fresh(hint)
-        self._declared[name] = ""  # reserved while its members are declared (they come first in the module)
         if all(key.isidentifier() and not keyword.iskeyword(key) for key in fields):
             body = "\n".join(f"    {key}: {kind}" for key, kind in fields.items())
-            self._declare(name, f"class {name}(TypedDict):\n{body}")
+            declare = "class {name}(TypedDict):\n" + body.replace("{", "{{").replace("}", "}}")
         else:
             members = ", ".join(f"{_literal(key)}: {kind}" for key, kind in fields.items())
-            self._declare(name, f"{name} = TypedDict('{name}', {{{members}}})")
+            declare = "{name} = TypedDict('{name}', {{" + members.replace("{", "{{").replace("}", "}}") + "}})"
+        if not exact and self._declared.get(hint) == declare.format(name=hint):
+            return hint  # the same schema met again (a Customer in two answers): one declaration
+        name = hint if exact or hint not in self._declared else self._fresh(hint, declare)
+        if name in self._declared and self._declared[name] == declare.format(name=name):
+            return name
+        self._declare(name, declare.format(name=name))
         return name
 
     def _declare(self, name: str, text: str) -> None:
@@ -210,9 +249,12 @@ class _StubWriter:
         """A type name that is not one of the module's functions ("T3", the indicator, returns `T3Data`)."""
         return f"{name}Data" if name in self.functions else name
 
-    def _fresh(self, hint: str) -> str:
+    def _fresh(self, hint: str, declare: str = "") -> str:
+        """`hint` and the first free number, or the numbered name already declared exactly so."""
         number = 2
         while f"{hint}{number}" in self._declared:
+            if declare and self._declared[f"{hint}{number}"] == declare.format(name=f"{hint}{number}"):
+                break
             number += 1
         return f"{hint}{number}"
 
@@ -242,6 +284,29 @@ def _camel(text: str) -> str:
     words = [w for w in re.split(r"[^A-Za-z0-9]+", text) if w and not w.isdigit()]
     name = "".join(w[:1].upper() + (w[1:].lower() if w.isupper() else w[1:]) for w in words)
     return name if name and name[0].isalpha() else f"T{name}"
+
+
+def _member_hints(members: list[Any], hint: str) -> list[str]:
+    """The type names of a union's members: each one's own `title` (the schema it came from, "Customer",
+    "DeletedCustomer") when the members' titles are distinct, else the parent's name and the option's number."""
+    titles = [m.get("title") if isinstance(m, Mapping) else None for m in members]
+    named = [_camel(t) if isinstance(t, str) and len(_camel(t)) <= MAX_TITLE_NAME else None for t in titles]
+    if all(named) and len(set(named)) == len(named):
+        return [n for n in named if n]
+    return [_titled(m, f"{hint}Option{i}") for i, m in enumerate(members)]
+
+
+def _composite(schema: Mapping[str, Any]) -> bool:
+    """Whether a schema's type would spell members (an object, an array, a union)."""
+    kinds = schema.get("type")
+    listed = kinds if isinstance(kinds, list) else [kinds]
+    return "enum" not in schema and (any(k in ("object", "array", None) for k in listed) or "anyOf" in schema
+                                     or "oneOf" in schema)  # fmt: skip
+
+
+def _titled(schema: Any, fallback: str) -> str:
+    title = schema.get("title") if isinstance(schema, Mapping) else None
+    return _camel(title) if isinstance(title, str) and len(_camel(title)) <= MAX_TITLE_NAME else fallback
 
 
 def _union(*types: str) -> str:

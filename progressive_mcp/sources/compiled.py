@@ -6,12 +6,15 @@ parsers, `$ref` resolvers or pydantic spec models). Example::
     catalog = loads(text)                                        # what the Lambda does at a cold start
 
 The format is this module's alone (versioned by FORMAT_VERSION); it is a build artefact, not something to
-write by hand. Default field values are left out to keep the file small.
+write by hand. Default field values are left out to keep the file small, and a schema part that repeats (a
+`Customer` in forty answers) is written once, under `shared`, and referenced as `{"$pmcp_shared": N}` wherever it
+occurs; loading makes every reference the same frozen object, so the repeats cost neither bytes nor memory.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import MISSING, fields
 from typing import Any
 
@@ -32,7 +35,11 @@ from progressive_mcp.errors import SpecError
 from progressive_mcp.search.vocabulary import Vocabulary
 
 FORMAT_KEY = "progressive_mcp_catalog"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: shared schema parts; 1 (none) is still read
+READABLE_VERSIONS = (1, 2)
+SHARED_KEY = "$pmcp_shared"
+MIN_SHARED_CHARS = 64  # a repeated part shorter than this (as JSON) is cheaper written out than referenced
+SCHEMA_FIELDS = ("input_schema", "output_schema")  # of a tool record; a parameter's `schema` too
 
 
 def is_compiled(data: Any) -> bool:
@@ -40,14 +47,112 @@ def is_compiled(data: Any) -> bool:
 
 
 def to_data(catalog: Catalog) -> dict[str, Any]:
+    tools = [_record(tool) for tool in catalog.tools]
+    shared = _share(tools)
     return {
         FORMAT_KEY: FORMAT_VERSION,
         "version": catalog.version,
         "api": _record(catalog.api),
         "categories": dict(catalog.categories),
-        "tools": [_record(tool) for tool in catalog.tools],
+        "tools": tools,
+        **({"shared": shared} if shared else {}),
         **({"vocabulary": dict(catalog.vocabulary.data)} if catalog.vocabulary.data else {}),
     }
+
+
+def _schemas(tool: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """The (record, key) places of a tool record's schemas."""
+    places = [(tool, key) for key in SCHEMA_FIELDS if tool.get(key) is not None]
+    return places + [(p, "schema") for p in tool.get("params", ()) if p.get("schema") is not None]
+
+
+def _share(tools: list[dict[str, Any]]) -> list[Any]:
+    """Replaces, in the tool records' schemas, each part that occurs more than once by a reference to one copy;
+    returns the copies (which may reference others)."""
+    # Each distinct part gets a number (equal parts the same one, found by hashing children's numbers, so no part
+    # is serialised twice), with the length of its JSON.
+    numbers: dict[Any, int] = {}
+    sizes: list[int] = []
+    counts: Counter[int] = Counter()
+    number_of: dict[int, int] = {}  # id() of a part in the records → its number
+
+    def number(node: Any) -> int:
+        kind = type(node)
+        if kind is dict:
+            if SHARED_KEY in node:
+                raise _Unshareable
+            members = tuple((k, number(v)) for k, v in node.items())
+            signature: Any = ("{", members)
+            size = 2 + sum(len(k) + 3 + sizes[n] for k, n in members)
+        elif kind is list:
+            items = tuple(number(v) for v in node)
+            signature, size = ("[", items), 2 + sum(sizes[n] + 1 for n in items)
+        else:  # the type tells 1 from True and 1.0; the size is near enough to its JSON's
+            signature, size = (kind, node), len(node) + 2 if kind is str else len(repr(node))
+        found = numbers.get(signature)
+        if found is None:
+            found = numbers[signature] = len(sizes)
+            sizes.append(size)
+        if kind is dict or kind is list:
+            number_of[id(node)] = found
+            counts[found] += 1
+        return found
+
+    try:
+        for tool in tools:
+            for record, field_name in _schemas(tool):
+                number(record[field_name])
+    except _Unshareable:  # a schema uses the reference's own key: written out whole
+        return []
+    shared: list[Any] = []
+    index: dict[int, int] = {}
+
+    def replace(node: Any) -> Any:
+        if type(node) is not dict and type(node) is not list:
+            return node
+        found = number_of[id(node)]
+        if counts[found] < 2 or sizes[found] < MIN_SHARED_CHARS:
+            return inner(node)
+        if found not in index:
+            index[found] = len(shared)
+            shared.append(None)
+            shared[index[found]] = inner(node)
+        return {SHARED_KEY: index[found]}
+
+    def inner(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: replace(v) for k, v in node.items()}
+        return [replace(v) for v in node]
+
+    for tool in tools:
+        for record, field_name in _schemas(tool):
+            record[field_name] = replace(record[field_name])
+    return shared
+
+
+class _Unshareable(Exception):
+    pass
+
+
+def _expanded(tools: list[Any], shared: list[Any]) -> None:
+    """The references `_share` left in the tool records' schemas, each replaced by its copy, frozen once."""
+    done: dict[int, Any] = {}
+
+    def expand(node: Any) -> Any:
+        if isinstance(node, dict):
+            if len(node) == 1 and SHARED_KEY in node:
+                number = node[SHARED_KEY]
+                if number not in done:
+                    done[number] = _freeze(expand(shared[number]))
+                return done[number]
+            return {k: expand(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [expand(v) for v in node]
+        return node
+
+    for tool in tools:
+        for record, field_name in _schemas(tool):
+            record[field_name] = expand(record[field_name])
 
 
 def dumps(catalog: Catalog) -> str:
@@ -65,13 +170,15 @@ def loads(text: str, source: str = "<compiled catalog>") -> Catalog:
 def from_data(data: Any, source: str = "<compiled catalog>") -> Catalog:
     if not is_compiled(data):
         raise SpecError(source, [f"not a compiled catalog (no {FORMAT_KEY!r} field)"])
-    if data[FORMAT_KEY] != FORMAT_VERSION:
+    if data[FORMAT_KEY] not in READABLE_VERSIONS:
         raise SpecError(
             source,
             [f"compiled by another version of progressive-mcp (format {data[FORMAT_KEY]!r}, this one reads "
              f"{FORMAT_VERSION}): compile it again with `progressive-mcp spec compile`"],
         )  # fmt: skip
     try:
+        if data.get("shared"):
+            _expanded(data["tools"], data["shared"])
         api = _api(data["api"])
         tools = tuple(_tool(t) for t in data["tools"])
         catalog = Catalog.build(api, data["categories"], tools, Vocabulary.from_data(data.get("vocabulary")))

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -69,6 +70,7 @@ MAX_DEPTH = 8  # nesting of objects and arrays kept in a schema; deeper parts ar
 # Schema objects kept for one tool's arguments, and for its answer; the rest are cut with a note. OpenAI's chat
 # completion body inlines to ~30,000 tokens without it; with it, the largest tool definition is ~5,000.
 MAX_SCHEMA_NODES = 300
+CUT_NOTE = "(not expanded here: nested too deeply or too large)"
 MAX_EXAMPLE_CHARS = 2_000  # an answer's example is kept (for the offline upstream) when it is this small
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_REF_HOPS = 32
@@ -267,6 +269,17 @@ class _Resolver:
 # --- schemas ---------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A schema object waiting its turn in the breadth-first conversion, and the dict its output goes into."""
+
+    node: Any
+    at: _At
+    depth: int
+    stack: tuple[str, ...]  # the $refs being expanded above it (to cut recursion)
+    out: dict[str, Any]
+
+
 class _SchemaConverter:
     """OpenAPI schema objects → self-contained JSON Schema 2020-12 (references inlined, bounded)."""
 
@@ -275,37 +288,58 @@ class _SchemaConverter:
         self.dialect = dialect
         self.notes = notes
         self.cut = 0
+        self.operation = ""  # the operation being converted, for notes
+        self.coerced: dict[str, str] = {}  # place → note, for enums and defaults read as their declared type
 
     def convert(
         self, node: Any, at: _At, side: Literal["request", "response"], budget: list[int] | None = None
     ) -> dict[str, Any]:
-        """`budget`: schema objects left for the tool (shared by all its arguments), counted down."""
-        return self._convert(node, at, side, 0, (), budget if budget is not None else [MAX_SCHEMA_NODES])
+        """`budget`: schema objects left for the tool (shared by all its arguments), counted down. The budget is
+        spent breadth first: every member of the top object is described (with its type) before any member's
+        members, so what a cut loses is the deepest parts, not the last fields."""
+        budget = budget if budget is not None else [MAX_SCHEMA_NODES]
+        root: dict[str, Any] = {}
+        pending: deque[_Pending] = deque([_Pending(node, at, 0, (), root)])
+        filled: list[tuple[dict[str, Any], dict[str, Any], _At]] = []
+        while pending:
+            done = self._fill(pending.popleft(), side, budget, pending)
+            if done is not None:
+                filled.append(done)
+        for raw, out, place in reversed(filled):  # members before the objects that hold them, as depth first would
+            self._finish(raw, out, place)
+        return root
 
-    def _convert(
-        self, node: Any, at: _At, side: str, depth: int, stack: tuple[str, ...], budget: list[int]
-    ) -> dict[str, Any]:
-        node, at, target = self.refs.deref(node, at)
+    def _fill(
+        self, task: _Pending, side: str, budget: list[int], pending: deque[_Pending]
+    ) -> tuple[dict[str, Any], dict[str, Any], _At] | None:
+        """Converts one schema object into `task.out`, queueing its subschemas (each an empty dict in place,
+        filled when its turn comes); returns (the object, its output, its place) when it needs finishing."""
+        node, at, target = self.refs.deref(task.node, task.at)
+        depth, stack, out = task.depth, task.stack, task.out
         name = target.rsplit("/", 1)[-1] if target else None
         if target is not None and target in stack:
             self.cut += 1
-            return {"type": "object", "description": f"A {name} (recursive; not expanded further)."}
+            out.update({"type": "object", "description": f"A {name} (recursive; not expanded further)."})
+            return None
         if node is True or node == {}:
-            return {}
+            return None
         if node is False:
-            return {"not": {}}
+            out["not"] = {}
+            return None
         if not isinstance(node, dict):
             raise _Problem(f"a schema must be an object, not {type(node).__name__} ({at.where(self.refs.root_uri)})")
         budget[0] -= 1
         if depth > MAX_DEPTH or budget[0] < 0:
             self.cut += 1
-            kind = _text(node, "type") or None
-            cut: dict[str, Any] = {"description": "(nested too deeply or too large to describe here; not expanded)"}
-            if kind in ("object", "array"):
-                cut["type"] = kind
-            return cut
+            out.update(self._cut(node, at))
+            return None
         stack = (*stack, target) if target else stack
-        out: dict[str, Any] = {}
+
+        def later(sub: Any, sub_at: _At) -> dict[str, Any]:
+            placeholder: dict[str, Any] = {}
+            pending.append(_Pending(sub, sub_at, depth + 1, stack, placeholder))
+            return placeholder
+
         for key, value in node.items():
             if key in ("properties", "patternProperties"):
                 value, members_at, _ = self.refs.deref(value, at.child(key))  # a whole map may be a $ref
@@ -316,18 +350,14 @@ class _SchemaConverter:
                     resolved, _, _ = self.refs.deref(sub, members_at.child(prop))
                     if isinstance(resolved, dict) and resolved.get("readOnly" if side == "request" else "writeOnly"):
                         continue
-                    props[prop] = self._convert(sub, members_at.child(prop), side, depth + 1, stack, budget)
+                    props[prop] = later(sub, members_at.child(prop))
                 out[key] = props
             elif key in ("items", "additionalProperties", "not") and isinstance(value, dict):
-                out[key] = self._convert(value, at.child(key), side, depth + 1, stack, budget)
+                out[key] = later(value, at.child(key))
             elif key == "items" and isinstance(value, list):  # Swagger/OpenAPI 3.0 never allow it; JSON Schema 4 did
-                out["prefixItems"] = [
-                    self._convert(v, at.child(key, i), side, depth + 1, stack, budget) for i, v in enumerate(value)
-                ]
+                out["prefixItems"] = [later(v, at.child(key, i)) for i, v in enumerate(value)]
             elif key in SCHEMA_LISTS and isinstance(value, list):
-                out[key] = [
-                    self._convert(v, at.child(key, i), side, depth + 1, stack, budget) for i, v in enumerate(value)
-                ]
+                out[key] = [later(v, at.child(key, i)) for i, v in enumerate(value)]
             elif key == "description" and isinstance(value, str):
                 out[key] = trim(value, MAX_INNER_DESCRIPTION)
             elif key == "required" and isinstance(value, list):
@@ -336,13 +366,72 @@ class _SchemaConverter:
                 out[key] = "string" if value == "file" else value  # Swagger's file (a form upload)
             elif key in JSON_KEYWORDS and key not in ("examples", "exclusiveMinimum", "exclusiveMaximum"):
                 out[key] = value
+        if name and "title" not in out and ("properties" in out or out.get("type") == "object"):
+            out["title"] = _component_name(name)  # what code-mode stubs name its class ("Customer")
+        return node, out, at
+
+    def _cut(self, node: dict[str, Any], at: _At) -> dict[str, Any]:
+        """What stands for a part left out: its type (a union's member types), so a field keeps its type."""
+        cut: dict[str, Any] = {"description": CUT_NOTE}
+        kinds: list[str] = []
+        for member in [node] if "type" in node else [m for k in ("anyOf", "oneOf") for m in node.get(k) or []]:
+            try:
+                resolved, _, _ = self.refs.deref(member, at)
+            except _Problem:
+                return cut
+            kind = resolved.get("type") if isinstance(resolved, dict) else None
+            if kind is None:  # a member of unknown type: no type can be said for the whole
+                return cut
+            for one in kind if isinstance(kind, list) else [kind]:
+                one = "string" if one == "file" else str(one)
+                if one not in kinds:
+                    kinds.append(one)
+        if (node.get("nullable") is True or node.get("x-nullable") is True) and kinds and "null" not in kinds:
+            kinds.append("null")
+        if kinds:
+            cut["type"] = kinds[0] if len(kinds) == 1 else kinds
+        if kinds and not {"object", "array"} & set(kinds):  # a scalar loses nothing a caller must know: no note
+            del cut["description"]
+            if isinstance(node.get("format"), str):
+                cut["format"] = node["format"]
+        return cut
+
+    def _finish(self, node: dict[str, Any], out: dict[str, Any], at: _At) -> None:
+        """What needs an object's members converted first: translations, merged `allOf`s, `required`."""
+        self._coerce(out, at)
         self._translate(node, out)
         _merge_all_of(out)
         if "properties" in out and "required" in out:  # members dropped as read/write-only are not required
             out["required"] = [r for r in out["required"] if r in out["properties"] or "additionalProperties" in out]
             if not out["required"]:
                 del out["required"]
-        return out
+
+    def _coerce(self, out: dict[str, Any], at: _At) -> None:
+        """An `enum` or `default` that contradicts the schema's own `type` (`type: integer` with `enum: ["1",
+        "2"]`, a common slip that would make every value invalid) converted to that type when the conversion is
+        exact, else dropped; either way a note names the operation and the place (once per place)."""
+        kinds = out.get("type")
+        kinds = [kinds] if isinstance(kinds, str) else kinds
+        if not isinstance(kinds, list) or not kinds or ("enum" not in out and "default" not in out):
+            return
+        changes = []
+        if isinstance(out.get("enum"), list) and any(not _of_type(v, kinds) for v in out["enum"] if v is not None):
+            converted = [v if v is None else _as_type(v, kinds) for v in out["enum"]]
+            if any(v is _INEXACT for v in converted):
+                changes.append(f"enum {_short(out.pop('enum'))} dropped (not all {'/'.join(kinds)})")
+            else:
+                changes.append(f"enum {_short(out['enum'])} read as {_short(converted)}")
+                out["enum"] = list(dict.fromkeys(converted))
+        if "default" in out and out["default"] is not None and not _of_type(out["default"], kinds):
+            converted_default = _as_type(out["default"], kinds)
+            if converted_default is _INEXACT:
+                changes.append(f"default {_short(out.pop('default'))} dropped (not {'/'.join(kinds)})")
+            else:
+                changes.append(f"default {_short(out['default'])} read as {_short(converted_default)}")
+                out["default"] = converted_default
+        where = at.where(self.refs.root_uri)
+        if changes and where not in self.coerced:
+            self.coerced[where] = f"{self.operation}: {where} is {'/'.join(kinds)}: {'; '.join(changes)}"
 
     def _translate(self, node: dict[str, Any], out: dict[str, Any]) -> None:
         """The OpenAPI 3.0 / Swagger keywords that JSON Schema 2020-12 spells differently."""
@@ -368,6 +457,55 @@ class _SchemaConverter:
                 inner = dict(out)
                 out.clear()
                 out["anyOf"] = [inner, {"type": "null"}]
+
+
+_INEXACT = object()  # a value with no exact equivalent in the declared type
+_JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": int | float, "boolean": bool, "object": dict,
+                               "array": list, "null": type(None)}  # fmt: skip
+_INTEGER_TEXT = re.compile(r"^[+-]?\d+$")
+
+
+def _component_name(ref_tail: str) -> str:
+    """The name a `$ref` gives what it points at: "Customer" from `#/components/schemas/Customer`, "droplet"
+    from `models/droplet.yml`."""
+    return re.sub(r"\.(ya?ml|json)$", "", unquote(ref_tail), flags=re.IGNORECASE)
+
+
+def _of_type(value: Any, kinds: list[str]) -> bool:
+    if isinstance(value, bool):
+        return "boolean" in kinds
+    if isinstance(value, float) and value.is_integer() and "integer" in kinds:
+        return False  # 2.0 for an integer: read as 2
+    return any(kind in _JSON_TYPES and isinstance(value, _JSON_TYPES[kind]) for kind in kinds)
+
+
+def _as_type(value: Any, kinds: list[str]) -> Any:
+    """`value` as the first of `kinds` it converts to exactly ("4" → 4, 2.0 → 2, "true" → True, 7 → "7"), or
+    _INEXACT."""
+    for kind in kinds:
+        if kind == "integer":
+            if isinstance(value, str) and _INTEGER_TEXT.match(value.strip()):
+                return int(value.strip())
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+        elif kind == "number" and isinstance(value, str):
+            try:
+                number = float(value) if any(c in value for c in ".eE") else int(value)
+            except ValueError:
+                continue
+            if isinstance(number, int) or (number == number and abs(number) != float("inf")):
+                return number
+        elif kind == "boolean" and isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        elif kind == "string" and isinstance(value, bool):
+            return "true" if value else "false"
+        elif kind == "string" and isinstance(value, int | float):
+            return str(value)
+    return _INEXACT
+
+
+def _short(value: Any) -> str:
+    return trim(json.dumps(value, default=str), 80)
 
 
 def _merge_all_of(schema: dict[str, Any]) -> None:
@@ -535,6 +673,8 @@ class _Converter:
         routed by its path, and the query's parameters are sent on every call (`fixed`)."""
         path, _, constant_query = path.partition("?")
         self.budget = [MAX_SCHEMA_NODES]
+        operation_id = _text(operation, "operationId")
+        self.schemas.operation = f"{method} {path}" + (f" ({operation_id})" if operation_id else "")
         built = self._params(path, operation, shared, at)
         op_id = _text(operation, "operationId") or None
         tags = [t for t in operation.get("tags") or [] if isinstance(t, str)]
@@ -1256,6 +1396,7 @@ def build_openapi_catalog(
             if category not in categories:
                 tag_text = tags[0] if tags else category
                 categories[category] = tag_text
+    report.notes += converter.schemas.coerced.values()
     if converter.schemas.cut:
         report.notes.append(f"{converter.schemas.cut} schema parts cut (recursive, deeper than {MAX_DEPTH} or over "
                             f"{MAX_SCHEMA_NODES} nodes)")  # fmt: skip

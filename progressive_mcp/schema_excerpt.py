@@ -1,0 +1,137 @@
+"""The part of an input schema an argument error quotes: the whole schema when it is small, else only the
+arguments that failed (and the schema at a nested mistake's path), collapsed to fit. Example::
+
+    quote_schema(post_charges_schema, ["shipping/address/line1"])
+    # {"inputSchema": {"type": "object", "properties": {"shipping": {...}}, "required": [...]},
+    #  "at": {"shipping/address/line1": {"type": "string", "maxLength": 5000}},
+    #  "note": "Only the arguments in question; TOOL_GET gives the whole input schema."}
+
+An error is read on every mistake, so it costs what it must (Stripe's PostCharges quoted its 5.7K-character
+schema whole); the model still sees what was wrong, the property's schema and the required arguments.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from progressive_mcp.tokens import count_tokens, estimate_tokens, fits_budget
+
+ERROR_TOKENS = 400  # what a whole argument error may cost (DESIGN.md's budget)
+FRAME_TOKENS = 90  # its message's frame, the tool's name, the keys and the note
+WHOLE_TOKENS = 250  # an input schema this small (compact JSON) is quoted whole, when the problems leave room
+QUOTE_TOKENS = 180  # what the excerpt's schemas may take together when it is not
+MIN_QUOTE_TOKENS = 40
+MAX_QUOTED = 3  # failing arguments quoted at most; the problems list names them all
+NOTE = "Only the arguments in question; TOOL_GET gives the whole input schema."
+_MEMBER_LISTS = ("anyOf", "oneOf", "allOf")
+
+
+def quote_schema(input_schema: dict[str, Any], paths: Sequence[str], problems: Sequence[str] = ()) -> dict[str, Any]:
+    """The `inputSchema` (and `at`, `note`) an InvalidArguments error shows for mistakes at `paths`
+    ("amount", "shipping/address/line1"; an empty path is the arguments object itself). The problems are shown
+    twice (in the message and as a list), so what they take leaves less for the schema."""
+    spare = ERROR_TOKENS - FRAME_TOKENS - 2 * _tokens(json.dumps(list(problems), ensure_ascii=False))
+    if _fits(input_schema, min(WHOLE_TOKENS, spare)):
+        return {"inputSchema": input_schema}
+    properties = input_schema.get("properties") or {}
+    names = list(dict.fromkeys(p.split("/", 1)[0] for p in paths if p.split("/", 1)[0] in properties))
+    names = names[:MAX_QUOTED]
+    nested = [p for p in dict.fromkeys(paths) if "/" in p and p.split("/", 1)[0] in names][:MAX_QUOTED]
+    share = max(MIN_QUOTE_TOKENS, min(QUOTE_TOKENS, spare)) // max(1, len(names) + len(nested))
+    excerpt: dict[str, Any] = {"type": "object", "properties": {n: shrink(properties[n], share) for n in names}}
+    if input_schema.get("required"):
+        excerpt["required"] = input_schema["required"]
+    quoted: dict[str, Any] = {"inputSchema": excerpt}
+    if nested:
+        quoted["at"] = {path: shrink(at_path(input_schema, path), share) for path in nested}
+    quoted["note"] = NOTE
+    return quoted
+
+
+def at_path(schema: dict[str, Any], path: str) -> dict[str, Any]:
+    """The schema that describes the value at `path` (the deepest part that can be found: a path through an
+    `anyOf` follows the member that has the next key)."""
+    node = schema
+    for key in path.split("/"):
+        found = _child(node, key)
+        if found is None:
+            return node
+        node = found
+    return node
+
+
+def _child(node: dict[str, Any], key: str) -> dict[str, Any] | None:
+    candidates = [node, *(m for k in _MEMBER_LISTS for m in node.get(k) or [] if isinstance(m, dict))]
+    for candidate in candidates:
+        if key.isdigit() and isinstance(candidate.get("items"), dict):
+            return dict(candidate["items"])
+        properties = candidate.get("properties")
+        if isinstance(properties, dict) and isinstance(properties.get(key), dict):
+            return dict(properties[key])
+    for candidate in candidates:
+        if isinstance(candidate.get("additionalProperties"), dict):
+            return dict(candidate["additionalProperties"])
+    return None
+
+
+def shrink(schema: dict[str, Any], limit: int) -> dict[str, Any]:
+    """`schema` within `limit` tokens as compact JSON: descriptions go first, then the deepest levels collapse
+    to their type, until it fits (at worst, its type alone)."""
+    for depth in (8, 5, 4, 3, 2, 1):
+        for descriptions in (True, False):
+            candidate = _collapsed(schema, depth, descriptions)
+            if _fits(candidate, limit):
+                return candidate
+    return _collapsed(schema, 0, False)
+
+
+def _collapsed(node: Any, depth: int, descriptions: bool) -> Any:
+    if not isinstance(node, dict):
+        return node
+    if depth <= 0:
+        kept = {k: node[k] for k in ("type", "format") if k in node}
+        if not kept and any(k in node for k in _MEMBER_LISTS):
+            kept = {"anyOf": [_collapsed(m, 0, False) for m in _members(node)][:8]}
+        return kept
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("description", "title", "examples") and not descriptions:
+            continue
+        if key in ("properties", "patternProperties") and isinstance(value, dict):
+            out[key] = {k: _collapsed(v, depth - 1, descriptions) for k, v in value.items()}
+        elif key in ("items", "additionalProperties", "not") and isinstance(value, dict):
+            out[key] = _collapsed(value, depth - 1, descriptions)
+        elif key in (*_MEMBER_LISTS, "prefixItems") and isinstance(value, list):
+            out[key] = [_collapsed(v, depth - 1, descriptions) for v in value]
+        else:
+            out[key] = value
+    return out
+
+
+def _members(node: dict[str, Any]) -> Iterable[Any]:
+    return (m for k in _MEMBER_LISTS for m in node.get(k) or [])
+
+
+def _tokens(text: str) -> int:
+    """Tokens of `text`: counted where the tokenizer is installed, else an upper bound."""
+    try:
+        return count_tokens(text)
+    except ImportError:  # the Lambda asset leaves bpe-openai out
+        return estimate_tokens(text)
+
+
+def _fits(value: Any, tokens: int) -> bool:
+    return fits_budget(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str), tokens)
+
+
+def mentioned(problems: Iterable[str], input_schema: dict[str, Any]) -> list[str]:
+    """The arguments a list of problems is about, when the caller did not say: those a problem starts with."""
+    names = list(input_schema.get("properties") or {})
+    found = []
+    for problem in problems:
+        head = problem.split(":", 1)[0].split(" ", 1)[0].strip("'\"")
+        if head.split("/", 1)[0] in names:
+            found.append(head)
+    return found

@@ -1,0 +1,370 @@
+"""Schemas of real OpenAPI documents kept honest and affordable (issue 28): self-contradicting enums and defaults
+coerced at import, output fields that keep their types, stubs named after their schemas and capped in size,
+argument errors that quote only what failed, and compiled catalogs no larger than their documents."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from progressive_mcp.calls.arguments import prepare_arguments
+from progressive_mcp.catalog import Catalog, _thaw
+from progressive_mcp.sources import load_catalog_with_report
+from progressive_mcp.surfaces.surface import CallContext, Surface
+from progressive_mcp.tokens import count_tokens
+
+SHARED = Path(os.environ.get("OPENAPI_DOCS_DIR", Path(__file__).resolve().parents[2] / "shared" / "openapi"))
+REAL = {
+    "spotify": SHARED / "spotify" / "openapi.yaml",
+    "slack": SHARED / "slack" / "swagger.json",
+    "openai": SHARED / "openai" / "openapi.yaml",
+    "digitalocean": SHARED / "digitalocean" / "specification" / "DigitalOcean-public.v2.yaml",
+    "stripe": SHARED / "stripe" / "spec3.json",
+    "twilio": SHARED / "twilio" / "twilio_api_v2010.json",
+}
+MAX_ERROR_TOKENS = 400
+CONTEXT = CallContext(api_key="sk_test_schemas")
+
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"the real OpenAPI documents are not at {SHARED}")
+
+
+@cache
+def real(name: str) -> tuple[Catalog, Any]:
+    return load_catalog_with_report(REAL[name])
+
+
+def call_error(catalog: Catalog, tool: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The text and the error object of a TOOL_CALL that fails on its arguments."""
+    answer = Surface(catalog, mode="progressive").call_tool_wire(
+        "TOOL_CALL", {"tool_name": tool, "arguments": arguments}, CONTEXT
+    )
+    assert answer["isError"], answer
+    error = answer["structuredContent"]["error"]
+    assert error["type"] == "InvalidArguments", error
+    return answer["content"][0]["text"], error
+
+
+# --- argument errors quote what failed -------------------------------------------------------------------------
+
+
+@needs_shared
+def test_a_wrong_value_for_stripe_post_charges_quotes_that_property_within_400_tokens() -> None:
+    catalog, _ = real("stripe")
+    text, error = call_error(catalog, "PostCharges", {"amount": 500, "shipping": "to the moon"})
+    assert count_tokens(text) <= MAX_ERROR_TOKENS, count_tokens(text)
+    assert any(p.startswith("shipping") for p in error["problems"]), error["problems"]
+    quoted = error["inputSchema"]["properties"]
+    assert list(quoted) == ["shipping"]  # the failing property, not the 20-odd others
+    assert quoted["shipping"]["type"] == "object"  # with its schema, so the model can fix the call
+    assert {"address", "name"} <= set(quoted["shipping"]["properties"])
+    assert "TOOL_GET" in error["note"]
+
+
+@needs_shared
+def test_a_nested_mistake_quotes_the_schema_at_its_path() -> None:
+    catalog, _ = real("stripe")
+    text, error = call_error(catalog, "PostCharges", {"amount": 500, "shipping": {"address": {"line1": 5}}})
+    assert count_tokens(text) <= MAX_ERROR_TOKENS, count_tokens(text)
+    assert error["at"]["shipping/address/line1"]["type"] == "string", error
+
+
+@needs_shared
+def test_a_missing_required_argument_names_the_required_list() -> None:
+    catalog, _ = real("stripe")
+    text, error = call_error(catalog, "PostRefunds", {"amount": "lots"})
+    assert count_tokens(text) <= MAX_ERROR_TOKENS
+    text, error = call_error(catalog, "PostCustomersCustomerSources", {"source": "tok_1"})
+    assert count_tokens(text) <= MAX_ERROR_TOKENS
+    assert "customer" in error["inputSchema"]["required"]
+    assert "customer" in error["inputSchema"]["properties"]
+
+
+@needs_shared
+@pytest.mark.parametrize("name", ["stripe", "openai", "twilio", "slack"])
+def test_a_wrong_value_costs_at_most_400_tokens_on_the_heaviest_tools(name: str) -> None:
+    catalog, _ = real(name)
+    heaviest = sorted(catalog.tools, key=lambda t: len(json.dumps(_thaw(t.input_schema))))[-5:]
+    for tool in heaviest:
+        param = next((p for p in tool.params if p.required), tool.params[0])
+        wrong: Any = {"x": 1} if param.type in ("string", "integer", "number", "boolean") else 12345
+        text, error = call_error(catalog, tool.name, {param.name: wrong})
+        assert count_tokens(text) <= MAX_ERROR_TOKENS, (tool.name, count_tokens(text))
+        assert param.name in error["inputSchema"]["properties"] or param.name in json.dumps(error["at"]), tool.name
+
+
+# --- output schemas keep their types ---------------------------------------------------------------------------
+
+
+def top_fields(schema: Any) -> dict[str, Any]:
+    """The members of an output object, and of each object among its anyOf/oneOf alternatives."""
+    if not isinstance(schema, dict):
+        return {}
+    found = {f"{k}": v for k, v in (schema.get("properties") or {}).items()}
+    for key in ("anyOf", "oneOf", "allOf"):
+        for i, member in enumerate(schema.get(key) or []):
+            found.update({f"{key}{i}.{k}": v for k, v in top_fields(member).items()})
+    return found
+
+
+def typed(schema: Any) -> bool:
+    if not isinstance(schema, dict):
+        return False
+    if "type" in schema or "enum" in schema or "const" in schema:
+        return True
+    members = [m for key in ("anyOf", "oneOf", "allOf") for m in schema.get(key) or []]
+    return bool(members) and all(typed(m) for m in members)
+
+
+@needs_shared
+@pytest.mark.parametrize("name", ["stripe", "spotify"])
+def test_every_top_level_output_field_keeps_its_type(name: str) -> None:
+    catalog, _ = real(name)
+    untyped = [
+        f"{tool.name}.{field}"
+        for tool in catalog.tools
+        if tool.output_schema is not None
+        for field, schema in top_fields(_thaw(tool.output_schema)).items()
+        if not typed(schema)
+    ]
+    assert not untyped, f"{len(untyped)} untyped, e.g. {untyped[:5]}"
+
+
+@needs_shared
+def test_stripe_customer_livemode_is_a_boolean_in_the_schema_and_from_the_sample_upstream() -> None:
+    from progressive_mcp.offline.rest_upstream import RestUpstream
+    from progressive_mcp.settings import Settings
+
+    catalog, _ = real("stripe")
+    customer = _thaw(catalog.get("GetCustomersCustomer").output_schema)
+    objects = [m for m in customer.get("anyOf", [customer]) if "livemode" in m.get("properties", {})]
+    assert objects and all(m["properties"]["livemode"]["type"] == "boolean" for m in objects)
+    with RestUpstream(catalog) as upstream:
+        settings = Settings.from_env({}, spec_path=REAL["stripe"], upstream_url=upstream.url, cache=False)
+        surface = Surface.from_settings(settings, catalog=catalog)
+        answer = surface.call_tool_wire(
+            "TOOL_CALL", {"tool_name": "GetCustomersCustomer", "arguments": {"customer": "cus_1"}},
+            CallContext(api_key="sk_test_schemas:x"),
+        )  # fmt: skip
+    assert not answer["isError"], answer["content"][0]["text"][:500]
+    assert isinstance(answer["structuredContent"]["data"]["livemode"], bool), answer["structuredContent"]
+
+
+# --- documents that contradict themselves ----------------------------------------------------------------------
+
+SLIPS = {
+    "openapi": "3.0.3",
+    "info": {"title": "Slips", "version": "1"},
+    "servers": [{"url": "https://slips.example/v1"}],
+    "paths": {
+        "/pages": {
+            "get": {
+                "operationId": "listPages",
+                "parameters": [
+                    {"name": "size", "in": "query", "schema": {"type": "integer", "enum": ["1", "2", "4"]}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "default": "10"}},
+                    {"name": "sort", "in": "query", "schema": {"$ref": "#/components/schemas/Sort"}},
+                ],
+                "responses": {"200": {"description": "ok"}},
+            },
+            "post": {
+                "operationId": "createPage",
+                "requestBody": {
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {
+                                    "draft": {"type": "boolean", "default": "true"},
+                                    "level": {"type": "string", "enum": [1, 2, 3]},
+                                    "weight": {"type": "integer", "enum": ["1", "heavy"]},
+                                    "tags": {"type": "array", "items": {"type": "string"}, "default": "none"},
+                                },
+                            }
+                        }
+                    }
+                },
+                "responses": {"200": {"description": "ok"}},
+            },
+        }
+    },
+    "components": {"schemas": {"Sort": {"type": "integer", "enum": ["1", "-1"], "nullable": True}}},
+}
+
+
+def test_enums_and_defaults_of_the_wrong_type_are_read_as_the_declared_type(tmp_path: Path) -> None:
+    document = tmp_path / "slips.json"
+    document.write_text(json.dumps(SLIPS))
+    catalog, report = load_catalog_with_report(document)
+    listing = catalog.get("listPages")
+    assert listing.param("size").enum == (1, 2, 4)
+    assert listing.param("limit").default == 10
+    assert _thaw(listing.input_schema)["properties"]["sort"]["enum"] == [1, -1, None]
+    created = _thaw(catalog.get("createPage").input_schema)["properties"]
+    assert created["draft"]["default"] is True and created["level"]["enum"] == ["1", "2", "3"]
+    assert "enum" not in created["weight"] and "default" not in created["tags"]  # no exact reading: dropped
+    assert prepare_arguments(catalog, "listPages", {"size": 2, "sort": -1})["limit"] == 10
+    notes = "\n".join(report.notes)
+    assert "GET /pages (listPages): #/paths/~1pages/get/parameters/0/schema is integer" in notes
+    assert "#/components/schemas/Sort" in notes and "dropped" in notes
+
+    checked = subprocess.run(
+        [sys.executable, "-m", "progressive_mcp", "spec", "check", str(document)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+    assert "note: POST /pages (createPage): #/paths/~1pages/post/requestBody/content/application~1json/schema/" \
+        "properties/weight is integer: enum" in checked.stdout  # fmt: skip
+
+
+# --- code-mode stubs: named after their schemas, and capped ----------------------------------------------------
+
+MAX_TOOL_GET_TOKENS = 2_500
+
+
+def tool_get_python(catalog: Catalog, names: list[str]) -> dict[str, str]:
+    surface = Surface(catalog, mode="code")
+    answers = {}
+    for name in names:
+        answer = surface.call_tool_wire("TOOL_GET", {"tool_name": name, "format": "python"}, CONTEXT)
+        assert not answer["isError"], answer
+        answers[name] = answer["content"][0]["text"]
+    return answers
+
+
+@needs_shared
+def test_stripe_stub_classes_are_named_after_their_schemas() -> None:
+    catalog, _ = real("stripe")
+    stub = json.loads(tool_get_python(catalog, ["GetCustomersCustomer"])["GetCustomersCustomer"])["stubs"]
+    assert "class Customer(TypedDict):" in stub and "class DeletedCustomer(TypedDict):" in stub
+    assert "-> Customer | DeletedCustomer:" in stub
+    assert "Option0" not in stub
+    refund = json.loads(tool_get_python(catalog, ["PostRefunds"])["PostRefunds"])["stubs"]
+    assert "-> Refund:" in refund
+    again = json.loads(tool_get_python(real("stripe")[0], ["GetCustomersCustomer"])["GetCustomersCustomer"])
+    assert again["stubs"] == stub  # deterministic
+
+
+def test_a_component_without_a_title_names_its_class(tmp_path: Path) -> None:
+    document = {
+        "openapi": "3.0.3",
+        "info": {"title": "Pets", "version": "1"},
+        "paths": {
+            "/pets/{id}": {
+                "get": {
+                    "operationId": "getPet",
+                    "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                    "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
+                        "$ref": "#/components/schemas/Pet"}}}}},
+                }
+            }
+        },
+        "components": {"schemas": {
+            "Pet": {"type": "object", "properties": {"name": {"type": "string"}, "owner": {
+                "$ref": "#/components/schemas/Owner"}}},
+            "Owner": {"type": "object", "properties": {"name": {"type": "string"}}},
+        }},
+    }  # fmt: skip
+    path = tmp_path / "pets.json"
+    path.write_text(json.dumps(document))
+    catalog, _ = load_catalog_with_report(path)
+    assert _thaw(catalog.get("getPet").output_schema)["title"] == "Pet"
+    stub = json.loads(tool_get_python(catalog, ["getPet"])["getPet"])["stubs"]
+    assert "class Owner(TypedDict):" in stub and "owner: NotRequired[Owner]" in stub and "-> Pet:" in stub
+
+
+def assert_tool_get_python_is_capped(name: str) -> None:
+    catalog, _ = real(name)
+    answers = tool_get_python(catalog, [t.name for t in catalog.tools])
+    over = {tool: n for tool, text in answers.items() if (n := count_tokens(text)) > MAX_TOOL_GET_TOKENS}
+    assert not over, over
+
+
+@needs_shared
+def test_tool_get_in_python_is_at_most_2500_tokens_for_every_stripe_tool() -> None:
+    assert_tool_get_python_is_capped("stripe")
+
+
+@needs_shared
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["spotify", "slack", "openai", "digitalocean", "twilio"])
+def test_tool_get_in_python_is_at_most_2500_tokens_for_every_tool_of_every_document(name: str) -> None:
+    assert_tool_get_python_is_capped(name)
+
+
+def assert_argument_errors_are_capped(name: str) -> None:
+    """A wrong value for each tool's first required argument (or first argument) costs at most 400 tokens."""
+    catalog, _ = real(name)
+    surface = Surface(catalog, mode="progressive")
+    over = {}
+    for tool in catalog.tools:
+        param = next((p for p in tool.params if p.required), tool.params[0] if tool.params else None)
+        wrong: Any = {"not_an_argument": 1}
+        if param is not None:
+            wrong = {param.name: {"x": 1} if param.type in ("string", "integer", "number", "boolean") else 12345}
+        answer = surface.call_tool_wire("TOOL_CALL", {"tool_name": tool.name, "arguments": wrong}, CONTEXT)
+        assert answer["isError"], tool.name
+        if (tokens := count_tokens(answer["content"][0]["text"])) > MAX_ERROR_TOKENS:
+            over[tool.name] = tokens
+    assert not over, over
+
+
+@needs_shared
+def test_a_wrong_value_costs_at_most_400_tokens_for_every_stripe_tool() -> None:
+    assert_argument_errors_are_capped("stripe")
+
+
+@needs_shared
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["spotify", "slack", "openai", "digitalocean", "twilio"])
+def test_a_wrong_value_costs_at_most_400_tokens_for_every_tool_of_every_document(name: str) -> None:
+    assert_argument_errors_are_capped(name)
+
+
+# --- a compiled catalog no larger than its document ------------------------------------------------------------
+
+
+def document_bytes(path: Path) -> int:
+    """A document's size: its file, or for DigitalOcean's split document every YAML/JSON file of it."""
+    if path.parent.name == "specification":
+        return sum(p.stat().st_size for p in path.parent.rglob("*") if p.suffix in (".yaml", ".yml", ".json"))
+    return path.stat().st_size
+
+
+def assert_compiled_is_small_and_the_same(name: str, tmp_path: Path) -> None:
+    from progressive_mcp.sources import load_catalog
+
+    compiled = tmp_path / f"{name}.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "progressive_mcp", "spec", "compile", str(REAL[name]), "-o", str(compiled)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert compiled.stat().st_size <= document_bytes(REAL[name]), (compiled.stat().st_size, document_bytes(REAL[name]))
+    catalog, again = real(name)[0], load_catalog(compiled)
+    assert again.version == catalog.version and again.tools == catalog.tools
+    for fmt in ("python", "schema"):
+        names = [t.name for t in catalog.tools][:: max(1, len(catalog.tools) // 25)]
+        for tool in names:
+            asked = {"tool_name": tool, "format": fmt}
+            first = Surface(catalog, mode="code").call_tool_wire("TOOL_GET", asked, CONTEXT)
+            second = Surface(again, mode="code").call_tool_wire("TOOL_GET", asked, CONTEXT)
+            assert first == second, tool
+
+
+@needs_shared
+def test_the_compiled_stripe_catalog_is_no_larger_than_its_document_and_answers_the_same(tmp_path: Path) -> None:
+    assert_compiled_is_small_and_the_same("stripe", tmp_path)
+
+
+@needs_shared
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["spotify", "slack", "openai", "digitalocean", "twilio"])
+def test_every_compiled_catalog_is_no_larger_than_its_document(name: str, tmp_path: Path) -> None:
+    assert_compiled_is_small_and_the_same(name, tmp_path)
