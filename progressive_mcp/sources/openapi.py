@@ -73,7 +73,9 @@ MAX_EXAMPLE_CHARS = 2_000  # an answer's example is kept (for the offline upstre
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_REF_HOPS = 32
 # Parameters that carry credentials when a document declares security but not as an apiKey scheme (Slack's
-# `token`): the server sends the key itself, so the model never sees or fills them.
+# `token`), when the parameter's description says so too: the server sends the key itself, so the model never sees
+# or fills them.
+_CREDENTIAL_WORDS = re.compile(r"\b(auth\w*|credentials?|api[ _-]?keys?|access[ _-]tokens?|bearer)\b", re.IGNORECASE)
 CREDENTIAL_NAMES = frozenset({"authorization", "token", "access_token", "api_key", "apikey", "api-key", "x-api-key"})
 # OpenAPI 3: header parameters with these names "SHALL be ignored" (the content type and auth say them).
 IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
@@ -429,7 +431,7 @@ class _Converter:
             "2.0" if version.startswith("2") else "3.1" if version.startswith("3.1") else "3.0"
         )
         self.schemas = _SchemaConverter(refs, self.dialect, report.notes)
-        self.auth, self.auth_param = self._security()
+        self.auth, self.auth_options, self.auth_params = self._security()
         self.budget = [MAX_SCHEMA_NODES]  # what is left of the tool being built's argument schemas
 
     # the API ----------------------------------------------------------------------------------------------------
@@ -448,6 +450,7 @@ class _Converter:
             dispatch=None,
             auth=self.auth,
             default_cache_ttl_s=0,
+            auth_options=self.auth_options,
         )
 
     def server_url(self) -> str:
@@ -467,16 +470,17 @@ class _Converter:
                 url = url.replace("{" + name + "}", str(variable["default"]))
         return url.rstrip("/") if url.startswith(("http://", "https://")) else ""
 
-    def _security(self) -> tuple[Auth | None, tuple[str, str] | None]:
-        """The document's scheme as our Auth (the first requirement we can send), and the (in, name) of the
-        parameter an apiKey scheme occupies."""
+    def _security(self) -> tuple[Auth | None, tuple[Auth, ...], frozenset[tuple[str, str]]]:
+        """The document's schemes as our Auth: the default (the first requirement we can send; bearer that sends
+        a user:password key as Basic when the document offers both, as Stripe does), every one we can send (for
+        PMCP_UPSTREAM_AUTH), and the (in, folded name) of the parameters apiKey schemes occupy."""
         if self.dialect == "2.0":
             schemes = self.doc.get("securityDefinitions") or {}
         else:
             components = _dict(self.doc.get("components"))
             schemes = components.get("securitySchemes") or {}
         if not isinstance(schemes, dict) or not schemes:
-            return None, None
+            return None, (), frozenset()
         wanted: list[str] = []
         requirements = list(self.doc.get("security") or [])
         for path_item in (self.doc.get("paths") or {}).values():
@@ -490,6 +494,8 @@ class _Converter:
                 wanted += [name for name in requirement if name not in wanted]
         wanted += [name for name in schemes if name not in wanted]
         at = self.refs.start.child("components", "securitySchemes")
+        options: list[Auth] = []
+        occupied: set[tuple[str, str]] = set()
         for name in wanted:
             try:
                 scheme, _, _ = self.refs.deref(schemes.get(name), at.child(name))
@@ -501,12 +507,20 @@ class _Converter:
             kind = scheme.get("type")
             if kind == "apiKey" and scheme.get("in") in ("query", "header", "cookie") and scheme.get("name"):
                 where, key_name = scheme["in"], str(scheme["name"])
-                return Auth(where, key_name, UPSTREAM_KEY_ENV), (where, key_name.casefold())
-            if (kind == "http" and str(scheme.get("scheme", "")).lower() == "basic") or kind == "basic":
-                return Auth("header", "Authorization", UPSTREAM_KEY_ENV, scheme="basic"), None
-            if kind in ("http", "oauth2", "openIdConnect"):  # bearer, or an OAuth access token sent as one
-                return Auth("header", "Authorization", UPSTREAM_KEY_ENV, scheme="bearer"), None
-        return None, None
+                options.append(Auth(where, key_name, UPSTREAM_KEY_ENV, scheme_name=name))
+                occupied.add((where, key_name.casefold()))
+            elif (kind == "http" and str(scheme.get("scheme", "")).lower() == "basic") or kind == "basic":
+                options.append(Auth("header", "Authorization", UPSTREAM_KEY_ENV, scheme="basic", scheme_name=name))
+            elif kind in ("http", "oauth2", "openIdConnect"):  # bearer, or an OAuth access token sent as one
+                options.append(Auth("header", "Authorization", UPSTREAM_KEY_ENV, scheme="bearer", scheme_name=name))
+        if not options:
+            return None, (), frozenset(occupied)
+        default = options[0]
+        bearer = next((o for o in options if o.scheme == "bearer"), None)
+        if default.scheme in ("basic", "bearer") and bearer is not None and any(o.scheme == "basic" for o in options):
+            # A bare key (`sk_test_...`) goes as a bearer token; a key given as user:password as HTTP Basic.
+            default = replace(bearer, pair_as_basic=True)
+        return default, tuple(options), frozenset(occupied)
 
     def categories(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -612,12 +626,16 @@ class _Converter:
         return built
 
     def _carries_auth(self, wire: str, where: str, param: dict[str, Any]) -> bool:
+        """Whether a parameter is the credential, which the server sends itself: the one an apiKey scheme names,
+        or one with a credential's name that the document calls one (Slack's `token`, "Authentication token",
+        beside an OAuth scheme). A name alone is not enough: Airflow's `token` continues a log."""
         folded = wire.casefold()
-        if self.auth_param is not None and self.auth_param == (where, folded):
+        if (where, folded) in self.auth_params:
             return True
         if where == "header" and folded in IGNORED_HEADERS:
             return True
-        return self.auth is not None and folded in CREDENTIAL_NAMES
+        described = _CREDENTIAL_WORDS.search(_text(param, "description")) is not None
+        return self.auth is not None and folded in CREDENTIAL_NAMES and described
 
     def _param(self, wire: str, where: str, param: dict[str, Any], at: _At, taken: set[str]) -> Param:
         if self.dialect == "2.0" or ("schema" not in param and "content" not in param):
