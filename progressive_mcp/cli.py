@@ -25,6 +25,7 @@ DEFAULT_MANIFEST = "eval/catalogs.yaml"  # `eval --catalogs` without a file
 
 def _spec_check(args: argparse.Namespace) -> int:
     from progressive_mcp.sources import load_catalog_with_report
+    from progressive_mcp.sources.openapi import counted
 
     failed = 0
     for path in args.files or [str(default_spec_path())]:
@@ -36,12 +37,11 @@ def _spec_check(args: argparse.Namespace) -> int:
             print(exc, file=sys.stderr)
             failed += 1
             continue
+        in_categories = f"in {counted(len(catalog.categories), 'category')}, version {catalog.version}"
         if report is None:
-            print(
-                f"{path}: OK: {len(catalog)} tools in {len(catalog.categories)} categories, version {catalog.version}"
-            )
+            print(f"{path}: OK: {counted(len(catalog), 'tool')} {in_categories}")
             continue
-        print(f"{report.summary()} in {len(catalog.categories)} categories, version {catalog.version}")
+        print(f"{report.summary()} {in_categories}")
         for skipped in report.skipped:
             print(f"  skipped {skipped.operation}: {skipped.reason}")
         for note in report.notes:
@@ -65,6 +65,7 @@ def _spec_compile(args: argparse.Namespace) -> int:
     from progressive_mcp.sources import load_catalog_with_report
     from progressive_mcp.sources.bounded_yaml import safe_load
     from progressive_mcp.sources.compiled import dumps
+    from progressive_mcp.sources.openapi import counted
     from progressive_mcp.upstream_auth import AUTH_ENV, KEY_FORMAT_ENV, choose_auth
 
     source = Path(args.file) if args.file else default_spec_path()
@@ -102,7 +103,7 @@ def _spec_compile(args: argparse.Namespace) -> int:
     else:
         Path(args.output).write_text(text, encoding="utf-8")
         detail = f" ({report.summary()})" if report is not None else ""
-        print(f"{args.output}: {len(catalog)} tools, version {catalog.version}{detail}", file=sys.stderr)
+        print(f"{args.output}: {counted(len(catalog), 'tool')}, version {catalog.version}{detail}", file=sys.stderr)
     return 0
 
 

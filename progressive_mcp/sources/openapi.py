@@ -55,7 +55,7 @@ from progressive_mcp.catalog import (
 )
 from progressive_mcp.errors import SpecError
 from progressive_mcp.sources.bounded_yaml import AliasExpansionError, BoundedAliases
-from progressive_mcp.sources.filters import Filter, keep, slug
+from progressive_mcp.sources.filters import Filter, keep, slug, unknown_tag_help
 
 UPSTREAM_KEY_ENV = "PMCP_UPSTREAM_KEY"
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -128,12 +128,20 @@ class OpenApiReport:
         return self.operations - self.filtered - len(self.skipped)
 
     def summary(self) -> str:
-        text = f"{self.source}: OpenAPI {self.version}, {self.operations} operations → {self.tools} tools"
+        text = f"{self.source}: OpenAPI {self.version}, {counted(self.operations, 'operation')} → "
+        text += counted(self.tools, "tool")
         if self.filtered:
             text += f", {self.filtered} filtered out"
         if self.skipped:
             text += f", {len(self.skipped)} skipped"
         return text
+
+
+def counted(number: int, word: str, plural: str | None = None) -> str:
+    """ "1 tool", "2 tools", "1 category", "3 categories"."""
+    if number == 1:
+        return f"1 {word}"
+    return f"{number} {plural or (word[:-1] + 'ies' if word.endswith('y') else word + 's')}"
 
 
 # --- reading and resolving -------------------------------------------------------------------------------------
@@ -1133,6 +1141,7 @@ def build_openapi_catalog(
     tools: list[CatalogTool] = []
     used: set[str] = set()
     categories = converter.categories()
+    seen_tags: dict[str, None] = {}  # every operation's tags (or path category), for --include tag:NAME's help
     for path_key, raw_item in paths.items():
         at = refs.start.child("paths", path_key)
         try:
@@ -1154,6 +1163,7 @@ def build_openapi_catalog(
                 op_id = _text(operation, "operationId") or None
                 label += f" ({op_id})" if op_id else ""
                 tags = [t for t in operation.get("tags") or [] if isinstance(t, str)]
+                seen_tags.update(dict.fromkeys(tags or [path_category(str(path_key))]))
                 name = tool_name(op_id, method.upper(), str(path_key))
                 facts = {"name": name, "operation_id": op_id, "method": method.upper(), "path": str(path_key)}
                 if not keep(include, exclude, **facts, tags=tags or [path_category(str(path_key))]):
@@ -1177,12 +1187,14 @@ def build_openapi_catalog(
     if converter.schemas.cut:
         report.notes.append(f"{converter.schemas.cut} schema parts cut (recursive, deeper than {MAX_DEPTH} or over "
                             f"{MAX_SCHEMA_NODES} nodes)")  # fmt: skip
+    unknown = unknown_tag_help(include, exclude, seen_tags)
     if not tools:
         reasons = [f"{s.operation}: {s.reason}" for s in report.skipped[:20]]
         if report.filtered:
-            left_out = f"{report.filtered} operations filtered out"
-            reasons.insert(0, f"the --include/--exclude filters leave no tool ({left_out})")
+            left_out = f"{counted(report.filtered, 'operation')} filtered out"
+            reasons[:0] = [f"the --include/--exclude filters leave no tool ({left_out})", *unknown]
         raise SpecError(source, ["no operation could become a tool", *reasons])
+    report.notes += unknown
     api = converter.api(base_url)
     used_categories = {t.category for t in tools}
     return Catalog.build(api, {k: v for k, v in categories.items() if k in used_categories}, tuple(tools)), report
