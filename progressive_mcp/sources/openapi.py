@@ -28,9 +28,11 @@ The rules (docs/openapi.md says them for users):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -91,9 +93,20 @@ JSON_KEYWORDS = frozenset(
 SCHEMA_LISTS = ("allOf", "oneOf", "anyOf", "prefixItems")
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 _ARG_CHARS = re.compile(r"[^A-Za-z0-9_]+")
-_VERSION = re.compile(r"^v\d+(\.\d+)*$|^api$", re.IGNORECASE)
+_VERSION = re.compile(r"^v\d+(\.\d+)*$|^api$|^\d+([.-]\d+)*$", re.IGNORECASE)  # v2, api, 2010-04-01, 1.0
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# A tag made by a generator from the API's version and a resource (Twilio's `Api20100401Call`): no category name.
+_VERSIONED_TAG = re.compile(r"\d{4,}")
+OTHER_CATEGORY = "other"
 _FIRST_SENTENCE = re.compile(r"^(.+?[.!?])(\s|$)", re.DOTALL)
 _MARKDOWN_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+# HTML elements that appear in API prose; any other `<word>` is text (a placeholder, Twilio's TwiML `<Dial>`).
+_PROSE_ELEMENTS = (
+    "a|abbr|b|big|blockquote|br|center|cite|code|dd|del|dfn|div|dl|dt|em|font|h[1-6]|hr|i|img|ins|kbd|li|mark|nobr|ol"
+    "|p|pre|q|s|samp|small|span|strike|strong|sub|sup|table|tbody|td|tfoot|th|thead|tr|tt|u|ul|var|wbr"
+)
+_HTML_TAG = re.compile(rf"</?(?:{_PROSE_ELEMENTS})(?:\s[^<>]*)?/?>", re.IGNORECASE)
+_OTHER_TAG = re.compile(rf"<(?!/?(?:{_PROSE_ELEMENTS})(?:\s[^<>]*)?/?>)", re.IGNORECASE)
 
 
 def is_openapi(data: Any) -> bool:
@@ -406,17 +419,48 @@ def _merge_all_of(schema: dict[str, Any]) -> None:
 
 
 def trim(text: str, limit: int) -> str:
-    """Whitespace collapsed, markdown links reduced to their text, cut at a word boundary with "…"."""
-    text = " ".join(_MARKDOWN_LINK.sub(r"\1", text).split())
+    """HTML made Markdown, whitespace collapsed, markdown links reduced to their text, cut at a word boundary with
+    "…" (never inside a code span: an unpaired backtick left by the cut goes)."""
+    text = " ".join(_MARKDOWN_LINK.sub(r"\1", html_to_markdown(text)).split())
     if len(text) <= limit:
         return text
-    return text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+    cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    if cut.count("`") % 2:
+        cut = cut[::-1].replace("`", "", 1)[::-1].rstrip()
+    return cut + "…"
 
 
 def first_sentence(text: str, limit: int) -> str:
-    text = " ".join(_MARKDOWN_LINK.sub(r"\1", text).split()).lstrip("#* ")
+    text = " ".join(_MARKDOWN_LINK.sub(r"\1", html_to_markdown(text)).split()).lstrip("#* ")
     match = _FIRST_SENTENCE.match(text)
     return trim(match.group(1) if match else text, limit)
+
+
+def html_to_markdown(text: str) -> str:
+    """`text` with its HTML (Stripe's `<p>`, `<code>`, `<a href>`; Spotify's `<br/>`) as Markdown, by markdownify;
+    text without HTML is returned as it is, and markdownify is imported only for a text that has some. A `<word>`
+    that is no HTML element (Twilio's `<Dial>` verb, `<api_key>` placeholders) stays as written."""
+    if _HTML_TAG.search(text) is None:
+        return text
+    return _converted(text)
+
+
+@functools.lru_cache(maxsize=4096)  # a document repeats the same descriptions in every schema that inlines them
+def _converted(text: str) -> str:
+    from markdownify import markdownify
+
+    kept = _OTHER_TAG.sub(lambda m: "&lt;" + m.group(0)[1:], text.replace("&", "&amp;"))
+    kept = re.sub(r"&amp;(#?\w+;)", r"&\1", kept)  # entities the document wrote stay entities
+    return str(
+        markdownify(
+            kept,
+            heading_style="ATX",
+            escape_underscores=False,
+            escape_asterisks=False,
+            escape_misc=False,
+            strip=["img"],
+        )
+    )
 
 
 # --- operations ------------------------------------------------------------------------------------------------
@@ -441,6 +485,7 @@ class _Converter:
         self.schemas = _SchemaConverter(refs, self.dialect, report.notes)
         self.auth, self.auth_options, self.auth_params = self._security()
         self.budget = [MAX_SCHEMA_NODES]  # what is left of the tool being built's argument schemas
+        self.scope = path_scope([str(p) for p in _dict(document.get("paths"))])
 
     # the API ----------------------------------------------------------------------------------------------------
 
@@ -559,8 +604,8 @@ class _Converter:
         self.budget = [MAX_SCHEMA_NODES]
         built = self._params(path, operation, shared, at)
         op_id = _text(operation, "operationId") or None
-        tags = [t for t in operation.get("tags") or [] if isinstance(t, str)]
-        category = slug(tags[0]) if tags else path_category(path)
+        tags = category_tags(operation)
+        category = slug(tags[0]) if tags else path_category(path, self.scope)
         summary_text = _text(operation, "summary")
         description_text = _text(operation, "description")
         summary = first_sentence(summary_text or description_text, MAX_SUMMARY) or f"{method} {path}"
@@ -569,7 +614,10 @@ class _Converter:
         description = f"{route}. {body}" if body else f"{route}."
         if operation.get("deprecated") is True:
             description = "Deprecated. " + description
-        title = trim(summary_text, MAX_TITLE) if summary_text else humanize(op_id or name)
+        # The summary; else the description's first sentence (Stripe's "Initiate 3D Secure authentication.", not
+        # "Post3d Secure"); else the operationId made words; else the route.
+        title = trim(summary_text, MAX_TITLE) or first_sentence(description_text, MAX_TITLE)
+        title = title or (humanize(op_id) if op_id else f"{method} {path}")
         params = tuple(built.params)
         schema = input_schema(params, [])
         output = self._output(operation, at)
@@ -977,11 +1025,64 @@ def tool_name(operation_id: str | None, method: str, path: str) -> str:
     return name
 
 
-def path_category(path: str) -> str:
-    for segment in path.strip("/").split("/"):
-        if segment and not segment.startswith("{") and not _VERSION.match(segment):
-            return slug(segment.split(".", 1)[0])
-    return "other"
+def category_tags(operation: Mapping[str, Any]) -> list[str]:
+    """The tags of an operation that can name its category (not a generator's versioned ones)."""
+    tags = [t for t in operation.get("tags") or [] if isinstance(t, str)]
+    return [t for t in tags if not _VERSIONED_TAG.search(t)]
+
+
+def merge_lonely_categories(
+    tools: list[CatalogTool], categories: dict[str, str], from_paths: set[str]
+) -> list[CatalogTool]:
+    """Tools alone in a category made from their path go together under `other` (when there are two or more): a
+    category of one tool costs a line in every TOOL_LIST and helps nobody find it. A tag's category is kept."""
+    counts = Counter(t.category for t in tools)
+    lonely = sorted(c for c in from_paths if counts[c] == 1 and c != OTHER_CATEGORY)
+    if len(lonely) < 2:
+        return tools
+    for category in lonely:
+        categories.pop(category, None)
+    kinds = ", ".join(c.replace("_", " ") for c in lonely)
+    categories[OTHER_CATEGORY] = trim(f"Other operations, one of each kind: {kinds}", MAX_CATEGORY_DESCRIPTION)
+    return [replace(t, category=OTHER_CATEGORY) if t.category in lonely else t for t in tools]
+
+
+def path_category(path: str, scope: tuple[str, ...] = ()) -> str:
+    """The category of an operation no (usable) tag names: the first path segment after version prefixes (`v2`,
+    `api`, `2010-04-01`) and the document's `scope` (see `path_scope`), without its extension, camel case made
+    words: `/2010-04-01/Accounts/{AccountSid}/IncomingPhoneNumbers.json` → `incoming_phone_numbers`."""
+    segments = _unversioned(path)
+    if scope and tuple(segments[: len(scope)]) == scope and len(segments) > len(scope):
+        segments = segments[len(scope) :]
+    for segment in segments:
+        if not segment.startswith("{") and not _VERSION.match(segment):
+            return slug(_CAMEL.sub("_", segment.split(".", 1)[0]))
+    return OTHER_CATEGORY
+
+
+def path_scope(paths: list[str]) -> tuple[str, ...]:
+    """The segments (after version prefixes) that more than half of a document's paths start with, ending at a
+    parameter, with more after them: Twilio's `Accounts/{AccountSid}`, under which its resources are. Its first
+    segment would put nearly every operation in one category."""
+    rests = [_unversioned(p) for p in paths]
+    scope: tuple[str, ...] = ()
+    for length in range(2, max((len(r) for r in rests), default=0)):
+        prefixes = Counter(tuple(r[:length]) for r in rests if len(r) > length)
+        if not prefixes:
+            break
+        prefix, count = prefixes.most_common(1)[0]
+        if count * 2 <= len(paths):
+            break
+        if prefix[-1].startswith("{"):
+            scope = prefix
+    return scope
+
+
+def _unversioned(path: str) -> list[str]:
+    segments = [s for s in path.partition("?")[0].split("/") if s]
+    while segments and _VERSION.match(segments[0]):
+        segments = segments[1:]
+    return segments
 
 
 def humanize(name: str) -> str:
@@ -1142,6 +1243,7 @@ def build_openapi_catalog(
     used: set[str] = set()
     categories = converter.categories()
     seen_tags: dict[str, None] = {}  # every operation's tags (or path category), for --include tag:NAME's help
+    from_paths: set[str] = set()  # categories made from paths, not tags
     for path_key, raw_item in paths.items():
         at = refs.start.child("paths", path_key)
         try:
@@ -1163,10 +1265,10 @@ def build_openapi_catalog(
                 op_id = _text(operation, "operationId") or None
                 label += f" ({op_id})" if op_id else ""
                 tags = [t for t in operation.get("tags") or [] if isinstance(t, str)]
-                seen_tags.update(dict.fromkeys(tags or [path_category(str(path_key))]))
+                seen_tags.update(dict.fromkeys(tags or [path_category(str(path_key), converter.scope)]))
                 name = tool_name(op_id, method.upper(), str(path_key))
                 facts = {"name": name, "operation_id": op_id, "method": method.upper(), "path": str(path_key)}
-                if not keep(include, exclude, **facts, tags=tags or [path_category(str(path_key))]):
+                if not keep(include, exclude, **facts, tags=tags or [path_category(str(path_key), converter.scope)]):
                     report.filtered += 1
                     continue
                 if name.casefold() in used:
@@ -1182,11 +1284,14 @@ def build_openapi_catalog(
             used.add(tool.name.casefold())
             tools.append(tool)
             if category not in categories:
-                tag_text = tags[0] if tags else category
-                categories[category] = tag_text
+                named = category_tags(operation)
+                categories[category] = named[0] if named else category
+            if not category_tags(operation):
+                from_paths.add(category)
     if converter.schemas.cut:
         report.notes.append(f"{converter.schemas.cut} schema parts cut (recursive, deeper than {MAX_DEPTH} or over "
                             f"{MAX_SCHEMA_NODES} nodes)")  # fmt: skip
+    tools = merge_lonely_categories(tools, categories, from_paths)
     unknown = unknown_tag_help(include, exclude, seen_tags)
     if not tools:
         reasons = [f"{s.operation}: {s.reason}" for s in report.skipped[:20]]
