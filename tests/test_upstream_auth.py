@@ -277,3 +277,48 @@ def test_a_compiled_stripe_catalog_keeps_its_choices_for_run_time(stripe: Catalo
     env = {"PMCP_UPSTREAM_KEY": STRIPE_KEY, "PMCP_UPSTREAM_AUTH": "basic", "PMCP_UPSTREAM_KEY_FORMAT": "{key}:"}
     _, headers = call(STRIPE, compiled, env, api, "GetBalance", {})
     assert headers["authorization"].startswith("Basic ")
+
+
+# --- the Lambda: checked when the function starts, applied to each caller's key ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"PMCP_UPSTREAM_AUTH": "bearer"}, "PMCP_UPSTREAM_AUTH=bearer: Incident Desk declares no such security"),
+        ({"PMCP_UPSTREAM_KEY_FORMAT": "Token\ntoken={key}"}, "PMCP_UPSTREAM_KEY_FORMAT may hold only printable"),
+    ],
+)
+def test_the_lambda_refuses_a_bad_choice_when_it_starts(env: dict[str, str], said: str) -> None:
+    from lambda_fn.aws import endpoint_from_environment
+
+    with pytest.raises(ConfigError) as caught:
+        endpoint_from_environment({"PMCP_SPEC": str(PAGERDUTY), **env})
+    assert said in str(caught.value)
+
+
+@pytest.mark.anyio
+async def test_over_http_each_callers_key_is_shaped_by_the_key_format(api: Recorded) -> None:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from lambda_fn.aws import endpoint_from_environment
+    from lambda_fn.handler import make_handler
+    from lambda_fn.local import LocalServer
+
+    environ = {
+        "PMCP_SPEC": str(PAGERDUTY),
+        "PMCP_UPSTREAM_KEY_FORMAT": "Token token={key}",
+        "PMCP_UPSTREAM_URL": api.url,
+        "PMCP_CACHE": "off",
+    }
+    endpoint = endpoint_from_environment(environ)
+    with LocalServer(make_handler(endpoint), port=0) as server:
+        async with (
+            httpx2.AsyncClient(headers={"X-API-Key": PD_KEY}, timeout=30) as client,
+            Client(streamable_http_client(server.url, http_client=client)) as session,
+        ):
+            result = await session.call_tool("TOOL_CALL", {"tool_name": "getIncident", "arguments": {"id": "P9"}})
+    assert not result.is_error, result.content
+    (request,) = api.requests
+    assert request[1] == "/incidents/P9" and request[2]["authorization"] == f"Token token={PD_KEY}"

@@ -14,10 +14,13 @@ load; loading reports only what stops an operation becoming a tool, naming the o
 The rules (docs/openapi.md says them for users):
 - name: the operationId made a valid MCP tool name (letters, digits, `_`, `-`, `.`; at most 64 characters);
   `<method>_<path>` when there is none; a clash gets a short digest of method and path (stable across reloads).
-- category: the first tag (its description is the category's); untagged operations go under the first path
-  segment that is not a version (`v2`) or `api`.
+- category: the first tag (its description is the category's) that no generator made from a version; other
+  operations go under the first path segment after versions (`v2`, `api`, `2010-04-01`) and the document's scope
+  (`path_scope`), and path-made categories of one tool are merged into `other`.
+- title and summary: the summary, else the description's first sentence; HTML in any text becomes Markdown.
 - arguments: path, query, header and cookie parameters (path-level ones apply, the operation's own override);
-  the ones carrying credentials are left out (the server adds the key itself). A JSON body whose schema is a
+  the ones carrying credentials (named by an apiKey scheme, or called one by their description) are left out
+  (the server adds the key itself). A JSON body whose schema is a
   plain object is flattened into arguments when none of its member names clash with a parameter; any other body
   is one `body` argument. Form bodies are always flattened. Multipart bodies (file uploads) are skipped.
 - schemas: JSON Schema 2020-12 with `$ref`s inlined; recursion and nesting beyond MAX_DEPTH are cut with a note;
