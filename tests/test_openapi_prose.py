@@ -256,3 +256,9 @@ def test_path_categories_skip_versions_scopes_and_extensions() -> None:
     paths = ["/2010-04-01/Accounts.json", *(f"/2010-04-01/Accounts/{{AccountSid}}/R{i}.json" for i in range(5))]
     assert path_scope(paths) == scope
     assert path_scope(["/v1/customers/{id}", "/v1/charges", "/v1/customers"]) == ()
+
+
+@needs_shared
+def test_a_path_made_category_is_a_tag_for_filters() -> None:
+    calls = load_catalog(REAL["twilio"], include="tag:calls")
+    assert set(calls.categories) == {"calls"} and len(calls) == 24

@@ -1268,10 +1268,12 @@ def build_openapi_catalog(
                 op_id = _text(operation, "operationId") or None
                 label += f" ({op_id})" if op_id else ""
                 tags = [t for t in operation.get("tags") or [] if isinstance(t, str)]
-                seen_tags.update(dict.fromkeys(tags or [path_category(str(path_key), converter.scope)]))
+                if not category_tags(operation):  # its category is its path's: `tag:calls` finds Twilio's calls
+                    tags.append(path_category(str(path_key), converter.scope))
+                seen_tags.update(dict.fromkeys(tags))
                 name = tool_name(op_id, method.upper(), str(path_key))
                 facts = {"name": name, "operation_id": op_id, "method": method.upper(), "path": str(path_key)}
-                if not keep(include, exclude, **facts, tags=tags or [path_category(str(path_key), converter.scope)]):
+                if not keep(include, exclude, **facts, tags=tags):
                     report.filtered += 1
                     continue
                 if name.casefold() in used:
