@@ -60,9 +60,10 @@ LOCAL_ONLY_FILES = frozenset(
 #   the catalog ships compiled (`spec compile --catalog`), so no pydantic spec model is built at a cold start;
 # - `pyyaml`: specs ship compiled to JSON; `bpe-openai` (77 MB of vocabularies): token budgets are checked with
 #   tokens.py's conservative bound where it is absent;
-# - the OpenAPI tooling runs when the asset is built (`spec compile` writes the catalog the Lambda loads).
+# - the OpenAPI tooling (and markdownify, its HTML reader) runs when the asset is built (`spec compile` writes the
+#   catalog the Lambda loads).
 EXCLUDED_DEPENDENCIES = frozenset(
-    {"mcp", "mcp-types", "pydantic", "pyyaml", "bpe-openai", "openapi-spec-validator", "referencing"}
+    {"mcp", "mcp-types", "pydantic", "pyyaml", "bpe-openai", "openapi-spec-validator", "referencing", "markdownify"}
 )
 GATEWAY_DEPENDENCIES = frozenset({"mcp"})
 # Parts of dependencies no code path of the handler imports, removed after pip: Powertools' REST router and the

@@ -85,7 +85,8 @@ class Auth:
 
     `scheme`: "api_key" sends the key as it is (with `prefix`) in the query parameter, header or cookie `name`;
     "bearer" sends `Authorization: Bearer <key>`; "basic" takes the key as `user:password` and sends
-    `Authorization: Basic <base64>`.
+    `Authorization: Basic <base64>`. `key_format` (PMCP_UPSTREAM_KEY_FORMAT, see progressive_mcp.upstream_auth)
+    shapes the key before the scheme sends it: `Token token={key}` sends `Token token=<key>`.
     """
 
     in_: Literal["query", "header", "cookie"]
@@ -93,6 +94,10 @@ class Auth:
     env: str
     prefix: str = ""  # put before the key, e.g. "Bearer " in an Authorization header
     scheme: Literal["api_key", "bearer", "basic"] = "api_key"
+    key_format: str | None = None  # the value sent, `{key}` replaced by the key (in place of `prefix` + key)
+    scheme_name: str | None = None  # the OpenAPI document's securityScheme this comes from
+    # A bearer scheme of a document that offers HTTP Basic too (Stripe): a key given as user:password goes as Basic.
+    pair_as_basic: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +121,8 @@ class Api:
     dispatch: Dispatch | None = None
     auth: Auth | None = None
     default_cache_ttl_s: int = 0
+    # Every scheme the document declares that can be sent, for PMCP_UPSTREAM_AUTH to choose from at run time.
+    auth_options: tuple[Auth, ...] = ()
     error_fields: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     error_message_field: str | None = None
     hints: Hints = field(default_factory=Hints)

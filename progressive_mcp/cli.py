@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -24,6 +25,7 @@ DEFAULT_MANIFEST = "eval/catalogs.yaml"  # `eval --catalogs` without a file
 
 def _spec_check(args: argparse.Namespace) -> int:
     from progressive_mcp.sources import load_catalog_with_report
+    from progressive_mcp.sources.openapi import counted
 
     failed = 0
     for path in args.files or [str(default_spec_path())]:
@@ -35,12 +37,11 @@ def _spec_check(args: argparse.Namespace) -> int:
             print(exc, file=sys.stderr)
             failed += 1
             continue
+        in_categories = f"in {counted(len(catalog.categories), 'category')}, version {catalog.version}"
         if report is None:
-            print(
-                f"{path}: OK: {len(catalog)} tools in {len(catalog.categories)} categories, version {catalog.version}"
-            )
+            print(f"{path}: OK: {counted(len(catalog), 'tool')} {in_categories}")
             continue
-        print(f"{report.summary()} in {len(catalog.categories)} categories, version {catalog.version}")
+        print(f"{report.summary()} {in_categories}")
         for skipped in report.skipped:
             print(f"  skipped {skipped.operation}: {skipped.reason}")
         for note in report.notes:
@@ -60,19 +61,35 @@ def _spec_check(args: argparse.Namespace) -> int:
 def _spec_compile(args: argparse.Namespace) -> int:
     import json
 
+    from progressive_mcp.catalog import Catalog
     from progressive_mcp.sources import load_catalog_with_report
     from progressive_mcp.sources.bounded_yaml import safe_load
     from progressive_mcp.sources.compiled import dumps
+    from progressive_mcp.sources.openapi import counted
+    from progressive_mcp.upstream_auth import AUTH_ENV, KEY_FORMAT_ENV, choose_auth
 
     source = Path(args.file) if args.file else default_spec_path()
     try:  # validates it first: never compile a broken spec
         catalog, report = load_catalog_with_report(
             source, include=args.include, exclude=args.exclude, vocabulary=args.vocabulary
         )
+        # The auth choice and key format are recorded in the catalog (flags, else the environment's).
+        choice, key_format = args.auth or os.environ.get(AUTH_ENV) or None, args.key_format or None
+        key_format = key_format if key_format is not None else os.environ.get(KEY_FORMAT_ENV) or None
+        if choice is not None or key_format is not None:
+            api = choose_auth(
+                catalog.api,
+                choice,
+                key_format,
+                origin="--auth" if args.auth else AUTH_ENV,
+                format_origin="--key-format" if args.key_format else KEY_FORMAT_ENV,
+            )
+            catalog = Catalog.build(api, catalog.categories, catalog.tools, catalog.vocabulary)
     except ProgressiveMCPError as exc:
         print(exc, file=sys.stderr)
         return 1
-    if args.catalog or report is not None or args.include or args.exclude:  # loads without the source's tooling
+    shaped = choice is not None or key_format is not None
+    if args.catalog or report is not None or args.include or args.exclude or shaped:  # loads without the tooling
         text = dumps(catalog) + "\n"
     else:  # our own format stays itself, as JSON (it loads through the same validation as the YAML)
         data = safe_load(source.read_text(encoding="utf-8"))
@@ -86,7 +103,7 @@ def _spec_compile(args: argparse.Namespace) -> int:
     else:
         Path(args.output).write_text(text, encoding="utf-8")
         detail = f" ({report.summary()})" if report is not None else ""
-        print(f"{args.output}: {len(catalog)} tools, version {catalog.version}{detail}", file=sys.stderr)
+        print(f"{args.output}: {counted(len(catalog), 'tool')}, version {catalog.version}{detail}", file=sys.stderr)
     return 0
 
 
@@ -307,6 +324,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--catalog",
         action="store_true",
         help="write a compiled catalog for a spec too (what the Lambda asset ships: it loads without pydantic)",
+    )
+    compile_.add_argument(
+        "--auth",
+        metavar="CHOICE",
+        help="how the key is sent, recorded in the catalog: bearer, basic or apikey:NAME (a securityScheme of the "
+        "document; env PMCP_UPSTREAM_AUTH, which also overrides it at run time)",
+    )
+    compile_.add_argument(
+        "--key-format",
+        metavar="FORMAT",
+        help="the value sent, {key} replaced by the key, e.g. 'Token token={key}', recorded in the catalog (env "
+        "PMCP_UPSTREAM_KEY_FORMAT, which also overrides it at run time)",
     )
     add_filter_flags(compile_)
     compile_.set_defaults(func=_spec_compile)

@@ -19,6 +19,7 @@ from progressive_mcp.calls.sandbox import ScriptLimits
 from progressive_mcp.errors import ConfigError
 from progressive_mcp.search.semantic import semantic_enabled
 from progressive_mcp.sources import default_spec_path
+from progressive_mcp.upstream_auth import AUTH_ENV, KEY_FORMAT_ENV, check_key_format, parse_choice
 
 Mode = Literal["progressive", "direct", "hybrid", "code"]
 MODES: tuple[Mode, ...] = ("progressive", "direct", "hybrid", "code")
@@ -55,6 +56,9 @@ class Settings:
     spec_chosen: bool = False
     upstream_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
+    # How the upstream key is sent (progressive_mcp.upstream_auth): which scheme, and the value made of the key.
+    upstream_auth: str | None = None  # PMCP_UPSTREAM_AUTH: bearer, basic or apikey:NAME
+    key_format: str | None = None  # PMCP_UPSTREAM_KEY_FORMAT, e.g. "Token token={key}"
     max_result_tokens: int = DEFAULT_MAX_RESULT_TOKENS
     upstream_timeout_s: float = 20.0
     upstream_retries: int = 2
@@ -96,6 +100,10 @@ class Settings:
             values["index_path"] = Path(env["PMCP_INDEX"])
         if env.get("PMCP_UPSTREAM_URL"):
             values["upstream_url"] = env["PMCP_UPSTREAM_URL"]
+        if env.get(AUTH_ENV, "").strip():
+            values["upstream_auth"] = env[AUTH_ENV]
+        if env.get(KEY_FORMAT_ENV):
+            values["key_format"] = env[KEY_FORMAT_ENV]
         if env.get("PMCP_MAX_RESULT_TOKENS"):
             values["max_result_tokens"] = _int("PMCP_MAX_RESULT_TOKENS", env["PMCP_MAX_RESULT_TOKENS"])
         if env.get("PMCP_UPSTREAM_TIMEOUT_S"):
@@ -140,6 +148,8 @@ class Settings:
                 values[name] = split_list(values[name])
         if isinstance(values.get("categories"), str):
             values["categories"] = frozenset(split_list(values["categories"])) or None
+        if isinstance(values.get("upstream_auth"), str):
+            values["upstream_auth"] = parse_choice(values["upstream_auth"])  # "Bearer " is "bearer"
         settings = cls(**values)
         settings.check()
         return settings
@@ -191,6 +201,10 @@ class Settings:
                     f"an endpoint token needs at least {MIN_ENDPOINT_TOKEN_CHARS} characters (make one with: python "
                     "-c 'import secrets; print(secrets.token_urlsafe(32))')"
                 )
+        if self.upstream_auth is not None:
+            parse_choice(self.upstream_auth)
+        if self.key_format is not None:
+            check_key_format(self.key_format)
         if self.upstream_url is not None and not self.upstream_url.startswith(("http://", "https://")):
             raise ConfigError(f"the upstream URL must start with http:// or https://, not {self.upstream_url!r}")
 

@@ -94,7 +94,7 @@ def test_spec_check_reports_every_problem_of_every_file_on_stderr(runs: dict[str
     assert "Traceback" not in run.stdout
     # The good file is still checked after the broken ones, and only it is reported on stdout.
     [ok_line] = run.stdout.splitlines()
-    assert ok_line.startswith(f"{files['good']}: OK: 1 tools in 1 categories, version ")
+    assert ok_line.startswith(f"{files['good']}: OK: 1 tool in 1 category, version ")
     errors = run.stderr
     assert f"{files['broken']}: 2 problems in the spec:" in errors
     category_line = SMALL_SPEC.splitlines().index("    category: stocks") + 1

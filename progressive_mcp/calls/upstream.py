@@ -51,6 +51,7 @@ from progressive_mcp.errors import (
     UpstreamUnavailable,
 )
 from progressive_mcp.redaction import Secrets, redact
+from progressive_mcp.upstream_auth import AUTH_ENV, KEY_FORMAT_ENV, secret_forms, sent_value
 
 logger = logging.getLogger(__name__)
 
@@ -331,17 +332,21 @@ class UpstreamClient:
                 f"No {self.api.title} API key is configured. Set the {auth.env} environment variable "
                 "(or pass the key the way your server's auth mode expects) and call again."
             )
-        if auth.scheme == "basic":
-            if ":" not in api_key:
+        value = sent_value(auth, api_key)
+        basic = auth.scheme == "basic" or (auth.pair_as_basic and ":" in value)
+        if basic:
+            if ":" not in value:
+                bearer = any(o.scheme == "bearer" for o in self.api.auth_options)
                 raise MissingApiKey(
                     f"{self.api.title} uses HTTP Basic auth, so its key must be given as user:password (a colon "
-                    f"between them); the key configured (or passed) has no colon. Set {auth.env} to user:password."
-                )
-            credentials = base64.b64encode(api_key.encode("utf-8")).decode("ascii")
+                    f"between them); the key configured (or passed) has no colon. Set {auth.env} to user:password"
+                    + (f", or send the key as a bearer token with {AUTH_ENV}=bearer." if bearer else ", or set "
+                       f"{KEY_FORMAT_ENV}='{{key}}:' when the key is the user name.")
+                )  # fmt: skip
+            credentials = base64.b64encode(value.encode("utf-8")).decode("ascii")
             return [], [("Authorization", f"Basic {credentials}")], []
         if auth.scheme == "bearer":
-            return [], [("Authorization", f"Bearer {self._header_safe(api_key)}")], []
-        value = auth.prefix + api_key
+            return [], [("Authorization", f"Bearer {self._header_safe(value)}")], []
         if auth.in_ == "query":
             return [(auth.name, value)], [], []
         if auth.in_ == "cookie":
@@ -433,7 +438,7 @@ class UpstreamClient:
         # An answer that echoes the key (in any shape or encoding, or each side of a user:password) is passed on
         # masked, and never kept. The whole body is checked first, so only an answer that holds the key is walked;
         # JSON's \u escapes may hide a form only the parsed answer shows.
-        secrets = Secrets.of(api_key)
+        secrets = Secrets.of(*secret_forms(self.api.auth, api_key))
         body = response.body.decode("utf-8", errors="replace")
         held_key = secrets.found_in(body) or (
             fmt == "json" and "\\u" in body and secrets.found_in(json.dumps(payload, ensure_ascii=False))
@@ -637,7 +642,8 @@ class UpstreamClient:
 
     def _said(self, response: UpstreamResponse, api_key: str | None) -> str:
         """What an HTTP error body says, briefly and with the key masked, as ": …" (or "" if nothing useful)."""
-        message = error_text(response.body, self.api.error_message_field, secrets=Secrets.of(api_key))
+        secrets = Secrets.of(*secret_forms(self.api.auth, api_key))
+        message = error_text(response.body, self.api.error_message_field, secrets=secrets)
         return f": {message}" if message else ""
 
     def _raise_for_error_body(
@@ -658,7 +664,7 @@ class UpstreamClient:
                     continue
                 named = self.api.error_message_field
                 message_value = payload.get(named) if named and payload.get(named) is not None else payload[field]
-                message = Secrets.of(api_key).clean(_as_text(message_value))
+                message = Secrets.of(*secret_forms(self.api.auth, api_key)).clean(_as_text(message_value))
                 raise classify_error_text(self.api, tool, arguments, kind, message)
         if not empty_is_data and _is_empty(payload):
             raise UpstreamRejected(self._no_data(tool, arguments))

@@ -124,7 +124,7 @@ def filter_catalog(catalog: Catalog, include: Terms, exclude: Terms, *, source: 
     """The catalog without the tools the filters leave out (any source: a spec tool's tag is its category)."""
     if not include and not exclude:
         return catalog
-    from progressive_mcp.sources.filters import Filter, keep
+    from progressive_mcp.sources.filters import Filter, keep, unknown_tag_help
 
     incl, excl = Filter.parse(include), Filter.parse(exclude)
     tools = tuple(
@@ -140,7 +140,8 @@ def filter_catalog(catalog: Catalog, include: Terms, exclude: Terms, *, source: 
             tags=[t.category],
         )
     )
+    unknown = unknown_tag_help(incl, excl, [t.category for t in catalog.tools])
     if not tools:
-        raise SpecError(source, ["the --include/--exclude filters leave no tool"])
+        raise SpecError(source, ["the --include/--exclude filters leave no tool", *unknown])
     categories = {k: v for k, v in catalog.categories.items() if any(t.category == k for t in tools)}
     return Catalog.build(catalog.api, categories, tools, catalog.vocabulary)

@@ -227,6 +227,8 @@ def _api(data: dict[str, Any]) -> Api:
         values["dispatch"] = Dispatch(**values["dispatch"])
     if values.get("auth") is not None:
         values["auth"] = Auth(**values["auth"])
+    if "auth_options" in values:
+        values["auth_options"] = tuple(Auth(**option) for option in values["auth_options"])
     if "hints" in values:
         values["hints"] = Hints(**values["hints"])
     if "error_fields" in values:

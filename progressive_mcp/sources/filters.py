@@ -18,6 +18,7 @@ from typing import Any
 from progressive_mcp.errors import SpecError
 
 _SLUG = re.compile(r"[^a-z0-9]+")
+HTTP_METHODS = ("GET", "PUT", "POST", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +38,22 @@ class Filter:
             kind, _, value = term.partition(":")
             if value and kind.lower() not in ("tag", "method", "path", "name"):
                 raise SpecError("--include/--exclude", [f"{term!r}: use tag:NAME, method:GET, path:GLOB or a name"])
+            if value and kind.lower() == "method" and value.strip().upper() not in HTTP_METHODS:
+                raise SpecError(
+                    "--include/--exclude",
+                    [f"{term!r}: {value!r} is not an HTTP method (use one of {', '.join(HTTP_METHODS)})"],
+                )
         return cls(terms)
+
+    def unknown_tags(self, tags: Iterable[str]) -> list[str]:
+        """The `tag:` terms that match none of `tags` (by name or category name)."""
+        known = {t.casefold() for t in tags} | {slug(t) for t in tags}
+        out = []
+        for term in self.terms:
+            kind, _, value = term.partition(":")
+            if kind.lower() == "tag" and value.casefold() not in known and slug(value) not in known:
+                out.append(term)
+        return out
 
     def __bool__(self) -> bool:
         return bool(self.terms)
@@ -60,6 +76,16 @@ class Filter:
             if kind == "name" and any(fnmatch.fnmatchcase(n.casefold(), pattern) for n in names):
                 return True
         return False
+
+
+def unknown_tag_help(include: Filter, exclude: Filter, tags: Iterable[str], shown: int = 30) -> list[str]:
+    """A line for each `tag:` term that matches no tag of the source, naming the tags there are."""
+    names = sorted(dict.fromkeys(tags), key=str.casefold)
+    listed = ", ".join(names[:shown]) + (f" ({len(names) - shown} more)" if len(names) > shown else "")
+    return [
+        f"{term!r} matches no tag; the tags are: {listed or 'none'}"
+        for term in include.unknown_tags(names) + exclude.unknown_tags(names)
+    ]
 
 
 def keep(include: Filter, exclude: Filter, **facts: Any) -> bool:

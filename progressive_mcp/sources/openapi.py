@@ -14,10 +14,13 @@ load; loading reports only what stops an operation becoming a tool, naming the o
 The rules (docs/openapi.md says them for users):
 - name: the operationId made a valid MCP tool name (letters, digits, `_`, `-`, `.`; at most 64 characters);
   `<method>_<path>` when there is none; a clash gets a short digest of method and path (stable across reloads).
-- category: the first tag (its description is the category's); untagged operations go under the first path
-  segment that is not a version (`v2`) or `api`.
+- category: the first tag (its description is the category's) that no generator made from a version; other
+  operations go under the first path segment after versions (`v2`, `api`, `2010-04-01`) and the document's scope
+  (`path_scope`), and path-made categories of one tool are merged into `other`.
+- title and summary: the summary, else the description's first sentence; HTML in any text becomes Markdown.
 - arguments: path, query, header and cookie parameters (path-level ones apply, the operation's own override);
-  the ones carrying credentials are left out (the server adds the key itself). A JSON body whose schema is a
+  the ones carrying credentials (named by an apiKey scheme, or called one by their description) are left out
+  (the server adds the key itself). A JSON body whose schema is a
   plain object is flattened into arguments when none of its member names clash with a parameter; any other body
   is one `body` argument. Form bodies are always flattened. Multipart bodies (file uploads) are skipped.
 - schemas: JSON Schema 2020-12 with `$ref`s inlined; recursion and nesting beyond MAX_DEPTH are cut with a note;
@@ -28,10 +31,11 @@ The rules (docs/openapi.md says them for users):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -56,7 +60,7 @@ from progressive_mcp.catalog import (
 )
 from progressive_mcp.errors import SpecError
 from progressive_mcp.sources.bounded_yaml import AliasExpansionError, BoundedAliases
-from progressive_mcp.sources.filters import Filter, keep, slug
+from progressive_mcp.sources.filters import Filter, keep, slug, unknown_tag_help
 
 UPSTREAM_KEY_ENV = "PMCP_UPSTREAM_KEY"
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -75,7 +79,9 @@ MAX_EXAMPLE_CHARS = 2_000  # an answer's example is kept (for the offline upstre
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_REF_HOPS = 32
 # Parameters that carry credentials when a document declares security but not as an apiKey scheme (Slack's
-# `token`): the server sends the key itself, so the model never sees or fills them.
+# `token`), when the parameter's description says so too: the server sends the key itself, so the model never sees
+# or fills them.
+_CREDENTIAL_WORDS = re.compile(r"\b(auth\w*|credentials?|api[ _-]?keys?|access[ _-]tokens?|bearer)\b", re.IGNORECASE)
 CREDENTIAL_NAMES = frozenset({"authorization", "token", "access_token", "api_key", "apikey", "api-key", "x-api-key"})
 # OpenAPI 3: header parameters with these names "SHALL be ignored" (the content type and auth say them).
 IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
@@ -91,9 +97,20 @@ JSON_KEYWORDS = frozenset(
 SCHEMA_LISTS = ("allOf", "oneOf", "anyOf", "prefixItems")
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 _ARG_CHARS = re.compile(r"[^A-Za-z0-9_]+")
-_VERSION = re.compile(r"^v\d+(\.\d+)*$|^api$", re.IGNORECASE)
+_VERSION = re.compile(r"^v\d+(\.\d+)*$|^api$|^\d+([.-]\d+)*$", re.IGNORECASE)  # v2, api, 2010-04-01, 1.0
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# A tag made by a generator from the API's version and a resource (Twilio's `Api20100401Call`): no category name.
+_VERSIONED_TAG = re.compile(r"\d{4,}")
+OTHER_CATEGORY = "other"
 _FIRST_SENTENCE = re.compile(r"^(.+?[.!?])(\s|$)", re.DOTALL)
 _MARKDOWN_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+# HTML elements that appear in API prose; any other `<word>` is text (a placeholder, Twilio's TwiML `<Dial>`).
+_PROSE_ELEMENTS = (
+    "a|abbr|b|big|blockquote|br|center|cite|code|dd|del|dfn|div|dl|dt|em|font|h[1-6]|hr|i|img|ins|kbd|li|mark|nobr|ol"
+    "|p|pre|q|s|samp|small|span|strike|strong|sub|sup|table|tbody|td|tfoot|th|thead|tr|tt|u|ul|var|wbr"
+)
+_HTML_TAG = re.compile(rf"</?(?:{_PROSE_ELEMENTS})(?:\s[^<>]*)?/?>", re.IGNORECASE)
+_OTHER_TAG = re.compile(rf"<(?!/?(?:{_PROSE_ELEMENTS})(?:\s[^<>]*)?/?>)", re.IGNORECASE)
 
 
 def is_openapi(data: Any) -> bool:
@@ -128,12 +145,20 @@ class OpenApiReport:
         return self.operations - self.filtered - len(self.skipped)
 
     def summary(self) -> str:
-        text = f"{self.source}: OpenAPI {self.version}, {self.operations} operations → {self.tools} tools"
+        text = f"{self.source}: OpenAPI {self.version}, {counted(self.operations, 'operation')} → "
+        text += counted(self.tools, "tool")
         if self.filtered:
             text += f", {self.filtered} filtered out"
         if self.skipped:
             text += f", {len(self.skipped)} skipped"
         return text
+
+
+def counted(number: int, word: str, plural: str | None = None) -> str:
+    """ "1 tool", "2 tools", "1 category", "3 categories"."""
+    if number == 1:
+        return f"1 {word}"
+    return f"{number} {plural or (word[:-1] + 'ies' if word.endswith('y') else word + 's')}"
 
 
 # --- reading and resolving -------------------------------------------------------------------------------------
@@ -534,17 +559,48 @@ def _merge_all_of(schema: dict[str, Any]) -> None:
 
 
 def trim(text: str, limit: int) -> str:
-    """Whitespace collapsed, markdown links reduced to their text, cut at a word boundary with "…"."""
-    text = " ".join(_MARKDOWN_LINK.sub(r"\1", text).split())
+    """HTML made Markdown, whitespace collapsed, markdown links reduced to their text, cut at a word boundary with
+    "…" (never inside a code span: an unpaired backtick left by the cut goes)."""
+    text = " ".join(_MARKDOWN_LINK.sub(r"\1", html_to_markdown(text)).split())
     if len(text) <= limit:
         return text
-    return text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+    cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    if cut.count("`") % 2:
+        cut = cut[::-1].replace("`", "", 1)[::-1].rstrip()
+    return cut + "…"
 
 
 def first_sentence(text: str, limit: int) -> str:
-    text = " ".join(_MARKDOWN_LINK.sub(r"\1", text).split()).lstrip("#* ")
+    text = " ".join(_MARKDOWN_LINK.sub(r"\1", html_to_markdown(text)).split()).lstrip("#* ")
     match = _FIRST_SENTENCE.match(text)
     return trim(match.group(1) if match else text, limit)
+
+
+def html_to_markdown(text: str) -> str:
+    """`text` with its HTML (Stripe's `<p>`, `<code>`, `<a href>`; Spotify's `<br/>`) as Markdown, by markdownify;
+    text without HTML is returned as it is, and markdownify is imported only for a text that has some. A `<word>`
+    that is no HTML element (Twilio's `<Dial>` verb, `<api_key>` placeholders) stays as written."""
+    if _HTML_TAG.search(text) is None:
+        return text
+    return _converted(text)
+
+
+@functools.lru_cache(maxsize=4096)  # a document repeats the same descriptions in every schema that inlines them
+def _converted(text: str) -> str:
+    from markdownify import markdownify
+
+    kept = _OTHER_TAG.sub(lambda m: "&lt;" + m.group(0)[1:], text.replace("&", "&amp;"))
+    kept = re.sub(r"&amp;(#?\w+;)", r"&\1", kept)  # entities the document wrote stay entities
+    return str(
+        markdownify(
+            kept,
+            heading_style="ATX",
+            escape_underscores=False,
+            escape_asterisks=False,
+            escape_misc=False,
+            strip=["img"],
+        )
+    )
 
 
 # --- operations ------------------------------------------------------------------------------------------------
@@ -567,8 +623,9 @@ class _Converter:
             "2.0" if version.startswith("2") else "3.1" if version.startswith("3.1") else "3.0"
         )
         self.schemas = _SchemaConverter(refs, self.dialect, report.notes)
-        self.auth, self.auth_param = self._security()
+        self.auth, self.auth_options, self.auth_params = self._security()
         self.budget = [MAX_SCHEMA_NODES]  # what is left of the tool being built's argument schemas
+        self.scope = path_scope([str(p) for p in _dict(document.get("paths"))])
 
     # the API ----------------------------------------------------------------------------------------------------
 
@@ -586,6 +643,7 @@ class _Converter:
             dispatch=None,
             auth=self.auth,
             default_cache_ttl_s=0,
+            auth_options=self.auth_options,
         )
 
     def server_url(self) -> str:
@@ -605,16 +663,17 @@ class _Converter:
                 url = url.replace("{" + name + "}", str(variable["default"]))
         return url.rstrip("/") if url.startswith(("http://", "https://")) else ""
 
-    def _security(self) -> tuple[Auth | None, tuple[str, str] | None]:
-        """The document's scheme as our Auth (the first requirement we can send), and the (in, name) of the
-        parameter an apiKey scheme occupies."""
+    def _security(self) -> tuple[Auth | None, tuple[Auth, ...], frozenset[tuple[str, str]]]:
+        """The document's schemes as our Auth: the default (the first requirement we can send; bearer that sends
+        a user:password key as Basic when the document offers both, as Stripe does), every one we can send (for
+        PMCP_UPSTREAM_AUTH), and the (in, folded name) of the parameters apiKey schemes occupy."""
         if self.dialect == "2.0":
             schemes = self.doc.get("securityDefinitions") or {}
         else:
             components = _dict(self.doc.get("components"))
             schemes = components.get("securitySchemes") or {}
         if not isinstance(schemes, dict) or not schemes:
-            return None, None
+            return None, (), frozenset()
         wanted: list[str] = []
         requirements = list(self.doc.get("security") or [])
         for path_item in (self.doc.get("paths") or {}).values():
@@ -628,6 +687,8 @@ class _Converter:
                 wanted += [name for name in requirement if name not in wanted]
         wanted += [name for name in schemes if name not in wanted]
         at = self.refs.start.child("components", "securitySchemes")
+        options: list[Auth] = []
+        occupied: set[tuple[str, str]] = set()
         for name in wanted:
             try:
                 scheme, _, _ = self.refs.deref(schemes.get(name), at.child(name))
@@ -639,12 +700,20 @@ class _Converter:
             kind = scheme.get("type")
             if kind == "apiKey" and scheme.get("in") in ("query", "header", "cookie") and scheme.get("name"):
                 where, key_name = scheme["in"], str(scheme["name"])
-                return Auth(where, key_name, UPSTREAM_KEY_ENV), (where, key_name.casefold())
-            if (kind == "http" and str(scheme.get("scheme", "")).lower() == "basic") or kind == "basic":
-                return Auth("header", "Authorization", UPSTREAM_KEY_ENV, scheme="basic"), None
-            if kind in ("http", "oauth2", "openIdConnect"):  # bearer, or an OAuth access token sent as one
-                return Auth("header", "Authorization", UPSTREAM_KEY_ENV, scheme="bearer"), None
-        return None, None
+                options.append(Auth(where, key_name, UPSTREAM_KEY_ENV, scheme_name=name))
+                occupied.add((where, key_name.casefold()))
+            elif (kind == "http" and str(scheme.get("scheme", "")).lower() == "basic") or kind == "basic":
+                options.append(Auth("header", "Authorization", UPSTREAM_KEY_ENV, scheme="basic", scheme_name=name))
+            elif kind in ("http", "oauth2", "openIdConnect"):  # bearer, or an OAuth access token sent as one
+                options.append(Auth("header", "Authorization", UPSTREAM_KEY_ENV, scheme="bearer", scheme_name=name))
+        if not options:
+            return None, (), frozenset(occupied)
+        default = options[0]
+        bearer = next((o for o in options if o.scheme == "bearer"), None)
+        if default.scheme in ("basic", "bearer") and bearer is not None and any(o.scheme == "basic" for o in options):
+            # A bare key (`sk_test_...`) goes as a bearer token; a key given as user:password as HTTP Basic.
+            default = replace(bearer, pair_as_basic=True)
+        return default, tuple(options), frozenset(occupied)
 
     def categories(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -677,8 +746,8 @@ class _Converter:
         self.schemas.operation = f"{method} {path}" + (f" ({operation_id})" if operation_id else "")
         built = self._params(path, operation, shared, at)
         op_id = _text(operation, "operationId") or None
-        tags = [t for t in operation.get("tags") or [] if isinstance(t, str)]
-        category = slug(tags[0]) if tags else path_category(path)
+        tags = category_tags(operation)
+        category = slug(tags[0]) if tags else path_category(path, self.scope)
         summary_text = _text(operation, "summary")
         description_text = _text(operation, "description")
         summary = first_sentence(summary_text or description_text, MAX_SUMMARY) or f"{method} {path}"
@@ -687,7 +756,10 @@ class _Converter:
         description = f"{route}. {body}" if body else f"{route}."
         if operation.get("deprecated") is True:
             description = "Deprecated. " + description
-        title = trim(summary_text, MAX_TITLE) if summary_text else humanize(op_id or name)
+        # The summary; else the description's first sentence (Stripe's "Initiate 3D Secure authentication.", not
+        # "Post3d Secure"); else the operationId made words; else the route.
+        title = trim(summary_text, MAX_TITLE) or first_sentence(description_text, MAX_TITLE)
+        title = title or (humanize(op_id) if op_id else f"{method} {path}")
         params = tuple(built.params)
         schema = input_schema(params, [])
         output = self._output(operation, at)
@@ -752,12 +824,16 @@ class _Converter:
         return built
 
     def _carries_auth(self, wire: str, where: str, param: dict[str, Any]) -> bool:
+        """Whether a parameter is the credential, which the server sends itself: the one an apiKey scheme names,
+        or one with a credential's name that the document calls one (Slack's `token`, "Authentication token",
+        beside an OAuth scheme). A name alone is not enough: Airflow's `token` continues a log."""
         folded = wire.casefold()
-        if self.auth_param is not None and self.auth_param == (where, folded):
+        if (where, folded) in self.auth_params:
             return True
         if where == "header" and folded in IGNORED_HEADERS:
             return True
-        return self.auth is not None and folded in CREDENTIAL_NAMES
+        described = _CREDENTIAL_WORDS.search(_text(param, "description")) is not None
+        return self.auth is not None and folded in CREDENTIAL_NAMES and described
 
     def _param(self, wire: str, where: str, param: dict[str, Any], at: _At, taken: set[str]) -> Param:
         collection_format: str | None = None
@@ -1191,11 +1267,64 @@ def tool_name(operation_id: str | None, method: str, path: str) -> str:
     return name
 
 
-def path_category(path: str) -> str:
-    for segment in path.strip("/").split("/"):
-        if segment and not segment.startswith("{") and not _VERSION.match(segment):
-            return slug(segment.split(".", 1)[0])
-    return "other"
+def category_tags(operation: Mapping[str, Any]) -> list[str]:
+    """The tags of an operation that can name its category (not a generator's versioned ones)."""
+    tags = [t for t in operation.get("tags") or [] if isinstance(t, str)]
+    return [t for t in tags if not _VERSIONED_TAG.search(t)]
+
+
+def merge_lonely_categories(
+    tools: list[CatalogTool], categories: dict[str, str], from_paths: set[str]
+) -> list[CatalogTool]:
+    """Tools alone in a category made from their path go together under `other` (when there are two or more): a
+    category of one tool costs a line in every TOOL_LIST and helps nobody find it. A tag's category is kept."""
+    counts = Counter(t.category for t in tools)
+    lonely = sorted(c for c in from_paths if counts[c] == 1 and c != OTHER_CATEGORY)
+    if len(lonely) < 2:
+        return tools
+    for category in lonely:
+        categories.pop(category, None)
+    kinds = ", ".join(c.replace("_", " ") for c in lonely)
+    categories[OTHER_CATEGORY] = trim(f"Other operations, one of each kind: {kinds}", MAX_CATEGORY_DESCRIPTION)
+    return [replace(t, category=OTHER_CATEGORY) if t.category in lonely else t for t in tools]
+
+
+def path_category(path: str, scope: tuple[str, ...] = ()) -> str:
+    """The category of an operation no (usable) tag names: the first path segment after version prefixes (`v2`,
+    `api`, `2010-04-01`) and the document's `scope` (see `path_scope`), without its extension, camel case made
+    words: `/2010-04-01/Accounts/{AccountSid}/IncomingPhoneNumbers.json` → `incoming_phone_numbers`."""
+    segments = _unversioned(path)
+    if scope and tuple(segments[: len(scope)]) == scope and len(segments) > len(scope):
+        segments = segments[len(scope) :]
+    for segment in segments:
+        if not segment.startswith("{") and not _VERSION.match(segment):
+            return slug(_CAMEL.sub("_", segment.split(".", 1)[0]))
+    return OTHER_CATEGORY
+
+
+def path_scope(paths: list[str]) -> tuple[str, ...]:
+    """The segments (after version prefixes) that more than half of a document's paths start with, ending at a
+    parameter, with more after them: Twilio's `Accounts/{AccountSid}`, under which its resources are. Its first
+    segment would put nearly every operation in one category."""
+    rests = [_unversioned(p) for p in paths]
+    scope: tuple[str, ...] = ()
+    for length in range(2, max((len(r) for r in rests), default=0)):
+        prefixes = Counter(tuple(r[:length]) for r in rests if len(r) > length)
+        if not prefixes:
+            break
+        prefix, count = prefixes.most_common(1)[0]
+        if count * 2 <= len(paths):
+            break
+        if prefix[-1].startswith("{"):
+            scope = prefix
+    return scope
+
+
+def _unversioned(path: str) -> list[str]:
+    segments = [s for s in path.partition("?")[0].split("/") if s]
+    while segments and _VERSION.match(segments[0]):
+        segments = segments[1:]
+    return segments
 
 
 def humanize(name: str) -> str:
@@ -1355,6 +1484,8 @@ def build_openapi_catalog(
     tools: list[CatalogTool] = []
     used: set[str] = set()
     categories = converter.categories()
+    seen_tags: dict[str, None] = {}  # every operation's tags (or path category), for --include tag:NAME's help
+    from_paths: set[str] = set()  # categories made from paths, not tags
     for path_key, raw_item in paths.items():
         at = refs.start.child("paths", path_key)
         try:
@@ -1376,9 +1507,12 @@ def build_openapi_catalog(
                 op_id = _text(operation, "operationId") or None
                 label += f" ({op_id})" if op_id else ""
                 tags = [t for t in operation.get("tags") or [] if isinstance(t, str)]
+                if not category_tags(operation):  # its category is its path's: `tag:calls` finds Twilio's calls
+                    tags.append(path_category(str(path_key), converter.scope))
+                seen_tags.update(dict.fromkeys(tags))
                 name = tool_name(op_id, method.upper(), str(path_key))
                 facts = {"name": name, "operation_id": op_id, "method": method.upper(), "path": str(path_key)}
-                if not keep(include, exclude, **facts, tags=tags or [path_category(str(path_key))]):
+                if not keep(include, exclude, **facts, tags=tags):
                     report.filtered += 1
                     continue
                 if name.casefold() in used:
@@ -1394,18 +1528,23 @@ def build_openapi_catalog(
             used.add(tool.name.casefold())
             tools.append(tool)
             if category not in categories:
-                tag_text = tags[0] if tags else category
-                categories[category] = tag_text
+                named = category_tags(operation)
+                categories[category] = named[0] if named else category
+            if not category_tags(operation):
+                from_paths.add(category)
     report.notes += converter.schemas.coerced.values()
     if converter.schemas.cut:
         report.notes.append(f"{converter.schemas.cut} schema parts cut (recursive, deeper than {MAX_DEPTH} or over "
                             f"{MAX_SCHEMA_NODES} nodes)")  # fmt: skip
+    tools = merge_lonely_categories(tools, categories, from_paths)
+    unknown = unknown_tag_help(include, exclude, seen_tags)
     if not tools:
         reasons = [f"{s.operation}: {s.reason}" for s in report.skipped[:20]]
         if report.filtered:
-            left_out = f"{report.filtered} operations filtered out"
-            reasons.insert(0, f"the --include/--exclude filters leave no tool ({left_out})")
+            left_out = f"{counted(report.filtered, 'operation')} filtered out"
+            reasons[:0] = [f"the --include/--exclude filters leave no tool ({left_out})", *unknown]
         raise SpecError(source, ["no operation could become a tool", *reasons])
+    report.notes += unknown
     api = converter.api(base_url)
     used_categories = {t.category for t in tools}
     return Catalog.build(api, {k: v for k, v in categories.items() if k in used_categories}, tuple(tools)), report

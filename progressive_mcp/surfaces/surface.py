@@ -50,6 +50,7 @@ from progressive_mcp.settings import Mode, Settings
 from progressive_mcp.sources import load_catalog
 from progressive_mcp.surfaces.metatools import META_TOOL_NAMES, TOOL_CALL, TOOL_LIST, MetaTools
 from progressive_mcp.tokens import dumps
+from progressive_mcp.upstream_auth import KEY_FORMAT_ENV, choose_auth, secret_forms
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -193,6 +194,9 @@ class Surface:
                 exclude=settings.exclude,
                 vocabulary=settings.vocabulary_path,
             )
+        if settings.upstream_auth is not None or settings.key_format is not None:  # the user's word over the catalog's
+            api = choose_auth(catalog.api, settings.upstream_auth, settings.key_format)
+            catalog = Catalog.build(api, catalog.categories, catalog.tools, catalog.vocabulary)
         upstream = UpstreamClient(
             catalog.api,
             base_url=settings.upstream_url,
@@ -223,8 +227,13 @@ class Surface:
         problem = key_problem(api_key) if api_key else None
         if problem:
             source = auth.env if auth and env.get(auth.env) else "the configured API key"
-            raise ConfigError(f"{source} {problem}; set it to your real {self.catalog.api.title} key")
-        protect_logs(Secrets.of(api_key), self)  # the process's own key: out of every log line, whoever logs it
+            shaped = " " in (api_key or "").strip()  # `Token token=abc`: the key alone, its shape in the key format
+            hint = f"; to send it inside a longer value, set the key alone and {KEY_FORMAT_ENV} ('Token token={{key}}')"
+            raise ConfigError(
+                f"{source} {problem}; set it to your real {self.catalog.api.title} key" + (hint if shaped else "")
+            )
+        # The process's own key (and the value made of it, see PMCP_UPSTREAM_KEY_FORMAT): out of every log line.
+        protect_logs(Secrets.of(*secret_forms(auth, api_key)), self)
         return CallContext(api_key=api_key, entitlement=LOCAL)
 
     def variant(self, mode: Mode, categories: frozenset[str] | None) -> Surface:
@@ -301,7 +310,7 @@ class Surface:
     def call_secrets(self, ctx: CallContext) -> Secrets:
         """What a call must not show: the caller's key (and each side of a user:password key) and the secrets of
         every server behind the gateway."""
-        return Secrets.of(ctx.api_key) + self._server_secrets
+        return Secrets.of(*secret_forms(self.catalog.api.auth, ctx.api_key)) + self._server_secrets
 
     def _call_tool_wire(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext) -> dict[str, Any]:
         args = dict(arguments or {})
