@@ -330,6 +330,46 @@ def test_dropping_and_relisting_a_tool_does_not_get_around_its_pin(pinned: Any) 
     assert called["isError"] and "withheld" in message and f"--approve toy.add@{entry['hash']}" in message
 
 
+def test_a_withheld_tool_says_so_and_how_to_approve_it_through_every_way_to_reach_it(pinned: Any) -> None:
+    from test_gateway import surface_of
+
+    from progressive_mcp.surfaces.surface import CallContext
+
+    gateway, tools_file, _ = pinned
+    relist(gateway, tools_file, [{**t, "description": INJECTED} if t["name"] == "add" else t for t in TOY_TOOLS])
+    pending = withheld(gateway)["toy.add"]["hash"]
+    approve = f"`progressive-mcp sync --servers FILE --approve toy.add@{pending}`"
+
+    def says_withheld(answer: dict[str, Any]) -> str:
+        assert answer["isError"], answer
+        error = answer["structuredContent"]["error"]
+        message = str(error["message"])
+        assert error["type"] == "ToolWithheld" and error.get("pending_hash") == pending, error
+        assert message.startswith("Tool 'toy.add' is withheld until its operator approves it: "), message
+        assert approve in message and "Unknown tool" not in message and "ssh" not in message, message
+        return message
+
+    progressive, code = surface_of(gateway), surface_of(gateway, mode="code")
+    ctx = CallContext()
+    says_withheld(progressive.call_tool_wire("TOOL_CALL", {"tool_name": "toy.add", "arguments": {"a": 1}}, ctx))
+    for surface in (progressive, code):
+        says_withheld(surface.call_tool_wire("TOOL_GET", {"tool_name": "toy.add"}, ctx))
+        # Beside a tool it has: that one described, the withheld one named as withheld (not "did you mean").
+        got = surface.call_tool_wire("TOOL_GET", {"tool_name": ["toy.add", "toy.echo"]}, ctx)
+        assert not got["isError"], got
+        (missing,) = got["structuredContent"]["not_found"]
+        assert missing["name"] == "toy.add" and missing["suggestions"] == [] and approve in missing["withheld"]
+        # Beside an unknown one: both named, each for what it is.
+        both = surface.call_tool_wire("TOOL_GET", {"tool_name": ["toy.add", "toy.nope"]}, ctx)
+        message = both["structuredContent"]["error"]["message"]
+        assert both["isError"] and approve in message and "'toy.nope'" in message, both
+    # A script that calls it is refused before it runs, with the same message (not a NameError).
+    script = code.call_tool_wire("TOOL_EXECUTE", {"code": "await toy_add(a=1, b=2)"}, ctx)
+    assert says_withheld(script) == says_withheld(
+        progressive.call_tool_wire("TOOL_CALL", {"tool_name": "toy.add", "arguments": {"a": 1}}, ctx)
+    )
+
+
 def test_a_renamed_or_new_tool_on_a_pinned_server_is_withheld(pinned: Any) -> None:
     gateway, tools_file, _ = pinned
     renamed = [{**t, "name": "add_numbers"} if t["name"] == "add" else t for t in TOY_TOOLS]

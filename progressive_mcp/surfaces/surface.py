@@ -40,7 +40,7 @@ from progressive_mcp.calls.cache import (
 from progressive_mcp.calls.codemode import TOOL_EXECUTE, CodeMode
 from progressive_mcp.calls.sandbox import Sandbox, ScriptError, ScriptLimits
 from progressive_mcp.calls.shaping import shape_result
-from progressive_mcp.calls.stubs import forced_json
+from progressive_mcp.calls.stubs import forced_json, python_name
 from progressive_mcp.calls.upstream import UpstreamClient, UpstreamTransport, http_method
 from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.errors import ConfigError, MissingApiKey, ToolError, ToolWithheld, UnknownTool
@@ -48,7 +48,7 @@ from progressive_mcp.gateway.results import script_value, server_result
 from progressive_mcp.redaction import Secrets, key_problem, protect_logs, redact
 from progressive_mcp.settings import Mode, Settings
 from progressive_mcp.sources import load_catalog
-from progressive_mcp.surfaces.metatools import META_TOOL_NAMES, TOOL_CALL, TOOL_LIST, MetaTools
+from progressive_mcp.surfaces.metatools import META_TOOL_NAMES, TOOL_CALL, TOOL_GET, TOOL_LIST, MetaTools
 from progressive_mcp.tokens import dumps
 
 if TYPE_CHECKING:
@@ -308,7 +308,10 @@ class Surface:
         handler = self._discovery.get(name) if self.mode != "direct" else None
         try:
             if handler is not None:
-                payload = handler(args)
+                if name == TOOL_GET and self.gateway is not None and self.gateway.withheld:
+                    payload = self._tool_get_beside_withheld(handler, args)
+                else:
+                    payload = handler(args)
                 if name == TOOL_LIST and self.gateway is not None and self.gateway.withheld:
                     payload = {**payload, "withheld": self.gateway.withheld}
                 return _result(payload)
@@ -453,8 +456,15 @@ class Surface:
             return answer.payload, cached_at is not None
 
         try:
+            withheld = {python_name(name): error for name, error in self._withheld_errors().items()}
             answer = self._code.execute(
-                args, call_tool, deadline, caller=ctx.caller, address=ctx.address, secrets=self.call_secrets(ctx)
+                args,
+                call_tool,
+                deadline,
+                caller=ctx.caller,
+                address=ctx.address,
+                secrets=self.call_secrets(ctx),
+                withheld=withheld,
             )
             return _result(answer)
         except ToolError as exc:
@@ -563,6 +573,35 @@ class Surface:
         if name in META_TOOL_NAMES:
             how = f"{name} is not offered here: this server runs in direct mode, where {how[0].lower()}{how[1:]}"
         return UnknownTool(name, suggestions, how_to_find=how)
+
+    def _withheld_errors(self) -> dict[str, ToolWithheld]:
+        """The gateway's withheld tools by name, each as the error that says why and how it gets approved."""
+        if self.gateway is None:
+            return {}
+        return {w["name"]: ToolWithheld(w["name"], w["reason"], w["hash"]) for w in self.gateway.withheld}
+
+    def _tool_get_beside_withheld(
+        self, handler: Callable[[dict[str, Any]], dict[str, Any]], args: dict[str, Any]
+    ) -> dict[str, Any]:
+        """TOOL_GET when some tools are withheld: a withheld name asked for is answered as withheld (why, and the
+        approve command), not as unknown with suggestions; the other names as usual."""
+        held = self._withheld_errors()
+        requested = args.get("tool_name")
+        names = [requested] if isinstance(requested, str) else requested
+        if not isinstance(names, list) or not any(isinstance(n, str) and n in held for n in names):
+            return handler(args)
+        asked = [held[n] for n in dict.fromkeys(names) if isinstance(n, str) and n in held]
+        rest = [n for n in names if not (isinstance(n, str) and n in held)]
+        if not rest:
+            if len(asked) == 1:
+                raise asked[0]
+            raise ToolError(" ".join(str(e) for e in asked))
+        try:
+            payload = handler({**args, "tool_name": rest})
+        except ToolError as exc:  # none of the others is known either
+            raise ToolError(" ".join([str(self._withheld(exc)), *(str(e) for e in asked)])) from None
+        not_found = [{"name": e.name, "suggestions": [], "withheld": str(e)} for e in asked]
+        return {**payload, "not_found": [*payload.get("not_found", []), *not_found]}
 
     def _withheld(self, exc: ToolError) -> ToolError:
         """An unknown tool that is a gateway's withheld one says so, and how it gets approved; any other error
