@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -247,7 +248,16 @@ def _sync(args: argparse.Namespace) -> int:
                     print(f"approved: {named}")
             gateway.refresh()
             return 2 if refused else 0
-        report = gateway.sync()
+        # The report names each server's failure once: the log lines a server process writes about its servers
+        # (the pool's "unavailable", the gateway's "sync of ... failed") would say it twice more.
+        reported = logging.StreamHandler(sys.stderr)
+        reported.addFilter(lambda record: not hasattr(record, "server"))
+        package_logger = logging.getLogger("progressive_mcp")
+        package_logger.addHandler(reported)
+        try:
+            report = gateway.sync()
+        finally:
+            package_logger.removeHandler(reported)
         reviewed = [review(gateway.store, entry) for entry in gateway.withheld]
     finally:
         gateway.close()

@@ -314,6 +314,8 @@ class Surface:
                     payload = handler(args)
                 if name == TOOL_LIST and self.gateway is not None and self.gateway.withheld:
                     payload = {**payload, "withheld": self.gateway.withheld}
+                if name == TOOL_LIST and self.gateway is not None and (down := self.gateway.unavailable()):
+                    payload = {**payload, "unavailable": [d.as_json() for d in down]}
                 return _result(payload)
             if name == TOOL_CALL and self.mode in ("progressive", "hybrid"):
                 tool, raw = self.meta.resolve_call(args)
@@ -321,7 +323,7 @@ class Surface:
             if name == TOOL_EXECUTE and self._code is not None:
                 return self._execute(args, ctx)
         except ToolError as exc:
-            return _error_result(self._withheld(exc), ctx)
+            return _error_result(self._unavailable_category(name, args) or self._withheld(exc), ctx)
         direct = self._direct.get(name) if name not in META_TOOL_NAMES else None
         if direct is None:
             raise self._unknown(name)
@@ -573,6 +575,20 @@ class Surface:
         if name in META_TOOL_NAMES:
             how = f"{name} is not offered here: this server runs in direct mode, where {how[0].lower()}{how[1:]}"
         return UnknownTool(name, suggestions, how_to_find=how)
+
+    def _unavailable_category(self, name: str, args: Mapping[str, Any]) -> ToolError | None:
+        """TOOL_LIST of a category that is a server behind the gateway that could not be synced: it has no tools
+        because it is down, not because no such category exists; the error says why and when it is retried."""
+        category = args.get("category") if name == TOOL_LIST else None
+        if self.gateway is None or not isinstance(category, str):
+            return None
+        down = next((d for d in self.gateway.unavailable() if d.server == category.strip()), None)
+        if down is None:
+            return None
+        return ToolError(
+            f"The MCP server {down.server!r} is unavailable: {down.reason}. It is retried at "
+            f"{down.as_json()['retry_at']} (when TOOL_LIST is next asked after that); the other servers' tools work."
+        )
 
     def _withheld_errors(self) -> dict[str, ToolWithheld]:
         """The gateway's withheld tools by name, each as the error that says why and how it gets approved."""
