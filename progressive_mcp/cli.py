@@ -210,13 +210,19 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="WARNING", help="log level (stdio: WARNING, to stderr; serve: INFO)")
 
 
-def add_gateway_flags(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+def add_gateway_flags(parser: argparse.ArgumentParser, *, required: bool = False, serves: bool = True) -> None:
+    """`--servers` and `--index`; `serves`: the command serves the tools (a spec beside them), not only syncs."""
+    what = (
+        "serve the tools of the MCP servers in this mcpServers JSON"
+        if serves
+        else "the MCP servers to sync: an mcpServers JSON"
+    )
     parser.add_argument(
         "--servers",
         metavar="FILE",
         required=required,
-        help="serve the tools of the MCP servers in this mcpServers JSON (a Claude Desktop, Cursor or VS Code config; "
-        "env PMCP_SERVERS; docs/gateway.md); a spec named with --spec is served beside them",
+        help=f"{what} (a Claude Desktop, Cursor or VS Code config; env PMCP_SERVERS; docs/gateway.md)"
+        + ("; a spec named with --spec is served beside them" if serves else ""),
     )
     parser.add_argument(
         "--index",
@@ -351,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="sync the gateway's tool store with the servers of a servers file; prints each created, updated and "
         "deleted tool (exit 1 if a server could not be read)",
     )
-    add_gateway_flags(sync, required=True)
+    add_gateway_flags(sync, required=True, serves=False)
     sync.add_argument(
         "--approve",
         nargs="+",
