@@ -463,6 +463,7 @@ def real() -> dict[str, Any]:
     return {name: load_catalog_with_report(path) for name, path in REAL.items()}
 
 
+@pytest.mark.slow  # every operation of every real document
 @needs_shared
 def test_every_real_document_loads_and_every_operation_is_accounted_for(real: dict[str, Any]) -> None:
     lines = []
@@ -482,6 +483,7 @@ def test_every_real_document_loads_and_every_operation_is_accounted_for(real: di
     assert counts == {"spotify": (97, 0), "slack": (174, 0), "openai": (288, 0), "digitalocean": (659, 0)}
 
 
+@pytest.mark.slow  # every operation of every real document
 @needs_shared
 def test_real_schemas_are_valid_2020_12_and_compile(real: dict[str, Any]) -> None:
     for catalog, _ in real.values():
