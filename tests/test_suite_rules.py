@@ -80,3 +80,17 @@ def test_no_test_asserts_a_duration() -> None:
         f"{path.name}:{line}" for path in sorted(TESTS.rglob("*.py")) for line in duration_assertions(path.read_text())
     }
     assert not found, f"tests that assert a duration (measure speed in bench/ instead): {sorted(found)}"
+
+
+def test_make_test_leaves_out_the_slow_tests_and_ci_runs_them_too() -> None:
+    import re
+    import tomllib
+
+    root = TESTS.parent
+    markers = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
+    assert any(marker.startswith("slow:") for marker in markers)
+    makefile = (root / "Makefile").read_text()
+    recipes = dict(re.findall(r"^([\w-]+):.*\n((?:\t.*\n)+)", makefile, re.M))
+    assert '-m "not slow"' in recipes["test"] and "-m slow" in recipes["test-slow"]
+    ci = [line.strip() for line in (root / ".ci" / "run").read_text().splitlines() if not line.startswith("#")]
+    assert "make test" in ci and "make test-slow" in ci  # CI runs every test it ran before
