@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 SAMPLE_PORT ?= 8765
 PORT ?= 8000
 
-.PHONY: demo test lint serve conformance smoke load synth deploy destroy bench tokens eval spec-schema clean
+.PHONY: demo test test-slow lint serve conformance smoke load synth deploy destroy bench tokens eval spec-schema clean
 
 $(BASE_STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,11 +28,16 @@ venv: $(STAMP)
 demo: $(BASE_STAMP)
 	@$(PY) -m progressive_mcp.demo
 
+# `test`: lint, types, and every test not marked `slow`, on every core (pytest-xdist); `test-slow`: the end-to-end,
+# fuzz, scale and packaging suites marked `slow` (CI runs both: .ci/run). No test asserts a duration (bench/ does).
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow" -n auto
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow -n auto
 
 serve: $(STAMP)
 	$(VENV)/bin/progressive-mcp serve --sample-upstream --port $(PORT)

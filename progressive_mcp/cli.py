@@ -11,10 +11,13 @@ Example::
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from progressive_mcp.errors import ProgressiveMCPError
 from progressive_mcp.settings import AUTH_MODES, MODES
@@ -120,8 +123,20 @@ def _stdio(args: argparse.Namespace) -> int:
     return run(args)
 
 
+SERVE_NEEDS_CHECKOUT = (
+    "progressive-mcp serve runs the Lambda handler in lambda_fn/, which only a source checkout has: "
+    "run it from a clone of the repository (make serve), or use `progressive-mcp stdio`"
+)
+
+
+def serve_available() -> bool:
+    """Whether `serve` can run here: it runs the Lambda handler (lambda_fn/), which sits beside the package in a
+    source checkout and is not in the wheel."""
+    checkout = Path(__file__).resolve().parent.parent
+    return (checkout / "lambda_fn" / "handler.py").is_file() or importlib.util.find_spec("lambda_fn") is not None
+
+
 def _serve(args: argparse.Namespace) -> int:
-    # The Lambda handler (lambda_fn/) sits beside the package in a source checkout; it is not installed.
     checkout = Path(__file__).resolve().parent.parent
     if (checkout / "lambda_fn" / "handler.py").is_file() and str(checkout) not in sys.path:
         sys.path.insert(0, str(checkout))
@@ -129,11 +144,7 @@ def _serve(args: argparse.Namespace) -> int:
         from lambda_fn.local import run
     except ModuleNotFoundError as exc:
         if exc.name is not None and exc.name.split(".")[0] == "lambda_fn":
-            print(
-                "progressive-mcp serve runs the Lambda handler in lambda_fn/, which only a source checkout has: "
-                "run it from a clone of the repository (make serve), or use `progressive-mcp stdio`",
-                file=sys.stderr,
-            )
+            print(SERVE_NEEDS_CHECKOUT, file=sys.stderr)
         else:  # the Lambda handler needs the aws extra (Powertools)
             print(f"progressive-mcp serve needs {exc.name}: pip install -e '.[aws]' in the clone", file=sys.stderr)
         return 2
@@ -226,13 +237,19 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="WARNING", help="log level (stdio: WARNING, to stderr; serve: INFO)")
 
 
-def add_gateway_flags(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+def add_gateway_flags(parser: argparse.ArgumentParser, *, required: bool = False, serves: bool = True) -> None:
+    """`--servers` and `--index`; `serves`: the command serves the tools (a spec beside them), not only syncs."""
+    what = (
+        "serve the tools of the MCP servers in this mcpServers JSON"
+        if serves
+        else "the MCP servers to sync: an mcpServers JSON"
+    )
     parser.add_argument(
         "--servers",
         metavar="FILE",
         required=required,
-        help="serve the tools of the MCP servers in this mcpServers JSON (a Claude Desktop, Cursor or VS Code config; "
-        "env PMCP_SERVERS; docs/gateway.md); a spec named with --spec is served beside them",
+        help=f"{what} (a Claude Desktop, Cursor or VS Code config; env PMCP_SERVERS; docs/gateway.md)"
+        + ("; a spec named with --spec is served beside them" if serves else ""),
     )
     parser.add_argument(
         "--index",
@@ -264,7 +281,16 @@ def _sync(args: argparse.Namespace) -> int:
                     print(f"approved: {named}")
             gateway.refresh()
             return 2 if refused else 0
-        report = gateway.sync()
+        # The report names each server's failure once: the log lines a server process writes about its servers
+        # (the pool's "unavailable", the gateway's "sync of ... failed") would say it twice more.
+        reported = logging.StreamHandler(sys.stderr)
+        reported.addFilter(lambda record: not hasattr(record, "server"))
+        package_logger = logging.getLogger("progressive_mcp")
+        package_logger.addHandler(reported)
+        try:
+            report = gateway.sync()
+        finally:
+            package_logger.removeHandler(reported)
         reviewed = [review(gateway.store, entry) for entry in gateway.withheld]
     finally:
         gateway.close()
@@ -293,6 +319,27 @@ def add_filter_flags(parser: argparse.ArgumentParser) -> None:
         help="a search vocabulary (YAML or JSON) for the catalog, in place of any its spec names; the way to give "
         "one to an OpenAPI document (env PMCP_VOCABULARY; docs/search.md)",
     )
+
+
+def add_serve_command(commands: Any) -> None:
+    serve = commands.add_parser("serve", help="the Lambda handler behind real HTTP on localhost: http://HOST:PORT/mcp")
+    add_server_flags(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    serve.add_argument("--auth-mode", choices=AUTH_MODES, help="env PMCP_AUTH_MODE (default passthrough)")
+    serve.add_argument(
+        "--sample-upstream",
+        action="store_true",
+        help="start the offline sample upstream in-process and send upstream calls to it (any key of 4+ characters "
+        "works; in server-key mode a dummy upstream key is set, and a bearer token is made up and printed if "
+        "PMCP_ENDPOINT_TOKENS is not set)",
+    )
+    serve.add_argument(
+        "--conformance-fixtures",
+        action="store_true",
+        help="add the MCP conformance suite's diagnostic tools (test_*) for its server-stateless checks",
+    )
+    serve.set_defaults(func=_serve, log_level="INFO")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -346,31 +393,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_server_flags(stdio)
     stdio.set_defaults(func=_stdio)
 
-    serve = commands.add_parser("serve", help="the Lambda handler behind real HTTP on localhost: http://HOST:PORT/mcp")
-    add_server_flags(serve)
-    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
-    serve.add_argument("--auth-mode", choices=AUTH_MODES, help="env PMCP_AUTH_MODE (default passthrough)")
-    serve.add_argument(
-        "--sample-upstream",
-        action="store_true",
-        help="start the offline sample upstream in-process and send upstream calls to it (any key of 4+ characters "
-        "works; in server-key mode a dummy upstream key is set, and a bearer token is made up and printed if "
-        "PMCP_ENDPOINT_TOKENS is not set)",
-    )
-    serve.add_argument(
-        "--conformance-fixtures",
-        action="store_true",
-        help="add the MCP conformance suite's diagnostic tools (test_*) for its server-stateless checks",
-    )
-    serve.set_defaults(func=_serve, log_level="INFO")
+    if serve_available():  # a wheel install has no lambda_fn/: its help does not offer what cannot run
+        add_serve_command(commands)
 
     sync = commands.add_parser(
         "sync",
         help="sync the gateway's tool store with the servers of a servers file; prints each created, updated and "
         "deleted tool (exit 1 if a server could not be read)",
     )
-    add_gateway_flags(sync, required=True)
+    add_gateway_flags(sync, required=True, serves=False)
     sync.add_argument(
         "--approve",
         nargs="+",
@@ -441,6 +472,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["serve"] and not serve_available():  # not offered here, but say why rather than "invalid choice"
+        print(SERVE_NEEDS_CHECKOUT, file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     return int(args.func(args))
 

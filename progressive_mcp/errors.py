@@ -76,7 +76,7 @@ class ToolWithheld(UnknownTool):
         self.name = name
         self.suggestions = []
         self.pending_hash = pending_hash
-        ToolError.__init__(self, f"Tool {name!r} is withheld: {reason}.")
+        ToolError.__init__(self, f"Tool {name!r} is withheld until its operator approves it: {reason}.")
 
     def details(self) -> dict[str, Any]:
         return {"tool_name": self.name, "kind": "withheld", "pending_hash": self.pending_hash}

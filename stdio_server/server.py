@@ -15,10 +15,14 @@ from progressive_mcp.surfaces.stdio import build_server, run, serve
 __all__ = ["build_server", "main", "parse_args", "serve"]
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m stdio_server", description="progressive-mcp over stdio")
     add_server_flags(parser)
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:

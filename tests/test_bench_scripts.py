@@ -16,6 +16,8 @@ import pytest
 
 from progressive_mcp.sources import load_catalog
 
+pytestmark = pytest.mark.slow  # each test runs a benchmark script end to end: scale, not behaviour of one unit
+
 REPO = Path(__file__).resolve().parent.parent
 
 

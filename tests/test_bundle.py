@@ -135,6 +135,7 @@ def _elf_machine(path: Path) -> int:
     return int.from_bytes(header[18:20], "little")
 
 
+@pytest.mark.slow  # builds the Lambda asset (pip installs its dependencies)
 def test_handler_answers_tools_list_from_the_asset_alone(host_asset: Path) -> None:
     env = {
         "PATH": "/usr/bin:/bin",
@@ -327,6 +328,7 @@ def _children(parent: int) -> list[str]:
     return found
 
 
+@pytest.mark.slow  # builds the Lambda asset (pip installs its dependencies)
 def test_asset_holds_the_handler_code_and_runtime_dependencies_only(host_asset: Path) -> None:
     top = _top_level(host_asset)
     for forbidden in FORBIDDEN:
@@ -350,6 +352,7 @@ def test_asset_holds_the_handler_code_and_runtime_dependencies_only(host_asset: 
     assert compiled["tools"] and "progressive_mcp_catalog" in compiled  # a compiled catalog, not the spec
 
 
+@pytest.mark.slow  # builds the Lambda asset (pip installs its dependencies)
 def test_host_asset_has_bytecode_of_this_python_only(host_asset: Path) -> None:
     assert json.loads((host_asset / ASSET_INFO).read_text())["bytecode"] is True
     tag = sys.implementation.cache_tag
@@ -358,6 +361,7 @@ def test_host_asset_has_bytecode_of_this_python_only(host_asset: Path) -> None:
     assert pycs and all(f".{tag}." in path.name for path in pycs)
 
 
+@pytest.mark.slow  # builds the Lambda asset (pip installs its dependencies)
 def test_lambda_asset_is_aarch64_for_the_runtime_python(lambda_asset: Path) -> None:
     info = json.loads((lambda_asset / ASSET_INFO).read_text())
     version = StackConfig().python_runtime
@@ -374,6 +378,7 @@ def test_lambda_asset_is_aarch64_for_the_runtime_python(lambda_asset: Path) -> N
         assert forbidden not in _top_level(lambda_asset), forbidden
 
 
+@pytest.mark.slow  # builds the Lambda asset (pip installs its dependencies)
 def test_lambda_asset_carries_code_modes_aarch64_client_and_monty_binary(lambda_asset: Path) -> None:
     tag = f"cpython-{StackConfig().python_runtime.replace('.', '')}-aarch64-linux-gnu"
     [client] = (lambda_asset / "pydantic_monty").glob(f"_monty.{tag}.so")
@@ -393,6 +398,7 @@ def test_lambda_asset_carries_code_modes_aarch64_client_and_monty_binary(lambda_
     assert "typing_extensions.py" in top
 
 
+@pytest.mark.slow  # builds the Lambda asset (pip installs its dependencies)
 def test_lambda_asset_bytecode_is_for_the_runtime_or_absent(lambda_asset: Path) -> None:
     info = json.loads((lambda_asset / ASSET_INFO).read_text())
     pycs = [path for path in asset_files(lambda_asset) if path.suffix == ".pyc"]
@@ -598,6 +604,7 @@ def test_a_gateway_asset_carries_the_sdk_client_and_reaches_a_server(tmp_path: P
     assert result["structuredContent"] == {"tool": "toy.add", "data": {"sum": 5}}, result
 
 
+@pytest.mark.slow  # builds the Lambda asset (pip installs its dependencies)
 def test_the_default_asset_leaves_the_sdk_out(host_asset: Path) -> None:
     assert not (host_asset / "mcp").exists()
     requirements = AssetInputs(root=ROOT, spec=SPEC, target=BundleTarget.host()).requirements()

@@ -5,9 +5,12 @@ Run with: .venv/bin/python -m pytest tests/test_cli.py -q
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,3 +146,29 @@ def test_stdio_server_and_serve_start_from_any_directory(tmp_path: Path) -> None
         run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert run.returncode == 0, run.stderr
         assert run.stdout.startswith("usage: ")
+
+
+def _parsers(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, f"{path} {name}")
+
+
+def test_every_flag_a_help_text_names_is_a_flag_of_that_command() -> None:
+    from progressive_mcp.cli import build_parser
+
+    commands = dict(_parsers(build_parser(), "progressive-mcp"))
+    assert {"progressive-mcp sync", "progressive-mcp serve", "progressive-mcp stdio"} <= set(commands)
+    from stdio_server.server import build_parser as stdio_server_parser
+
+    commands["python -m stdio_server"] = stdio_server_parser()
+    assert "python -m stdio_server" in commands
+    wrong = {}
+    for path, parser in commands.items():
+        flags = {option for action in parser._actions for option in action.option_strings}
+        named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", parser.format_help()))
+        if named - flags:
+            wrong[path] = sorted(named - flags)
+    assert not wrong, f"help texts name flags their command does not have: {wrong}"

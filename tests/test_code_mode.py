@@ -217,9 +217,51 @@ def test_scripts_that_misuse_a_tool_are_refused_before_anything_runs(
     assert upstream_calls(upstream) == []
 
 
-def test_a_syntax_error_names_its_line(catalog: Catalog, upstream: SampleUpstream) -> None:
-    answer, failed = run(code_surface(catalog, upstream), "TOOL_EXECUTE", {"code": "x = 1\ndef broken(:\n    pass"})
-    assert failed and answer["error"]["kind"] in ("syntax", "type") and answer["error"]["line"] == 2
+@pytest.mark.parametrize(
+    ("script", "line", "column"),
+    [
+        ("x = 1\ndef broken(:\n    pass", 2, 12),
+        ("x = await GLOBAL_QUOTE(symbol='IBM'\nprint(x)", 2, 1),  # an unclosed call: no cascade of type errors
+        ("def (:", 1, 5),
+    ],
+    ids=["bad parameter list", "unclosed call", "no function name"],
+)
+def test_a_syntax_error_names_its_line_and_column_and_nothing_else(
+    catalog: Catalog, upstream: SampleUpstream, script: str, line: int, column: int
+) -> None:
+    answer, failed = run(code_surface(catalog, upstream), "TOOL_EXECUTE", {"code": script})
+    assert failed
+    error = answer["error"]
+    assert (error["kind"], error["line"], error["column"]) == ("syntax", line, column), error
+    assert error["message"].startswith(f"line {line}, column {column}: "), error
+    assert "\n" not in error["message"], error  # one diagnostic, not the checker's cascade
+    for noise in ("positional argument", "not defined", "error["):
+        assert noise not in error["message"], error
+    assert upstream_calls(upstream) == []
+
+
+def test_a_script_in_newer_python_syntax_than_the_host_still_runs(catalog: Catalog, upstream: SampleUpstream) -> None:
+    # Quotes reused inside an f-string (Python 3.12+): Monty's parser takes it, the host's 3.11 `ast` would not,
+    # so the syntax verdict must come from the sandbox's own parser.
+    answer, failed = run(code_surface(catalog, upstream), "TOOL_EXECUTE", {"code": 'x = {"a": 1}\nf"{x["a"]}"'})
+    assert not failed, answer
+    assert answer["result"] == "1"
+
+
+def test_file_access_is_refused_as_docs_code_mode_says(catalog: Catalog, upstream: SampleUpstream) -> None:
+    from pathlib import Path
+
+    docs = " ".join((Path(__file__).parents[1] / "docs" / "code-mode.md").read_text().split())
+    surface = code_surface(catalog, upstream)
+    answer, failed = run(surface, "TOOL_EXECUTE", {"code": 'f = open("/etc/passwd")\nf.read()'})
+    assert failed and answer["error"]["kind"] == "type", answer
+    assert "Name `open` used when not defined" in answer["error"]["message"]
+    said = '`open(...)` does not exist there: the type checker refuses the script before anything runs (`kind: "type"`'
+    assert said in docs and "Name `open` used when not defined" in docs
+    answer, failed = run(surface, "TOOL_EXECUTE", {"code": 'from pathlib import Path\nPath("/etc/passwd").read_text()'})
+    assert failed and answer["error"]["kind"] == "runtime", answer
+    assert "PermissionError" in answer["error"]["message"]
+    assert "`pathlib.Path(...).read_text()`" in docs and "is refused when it runs with `PermissionError`" in docs
 
 
 def test_plain_python_the_checker_quibbles_with_still_runs(catalog: Catalog, upstream: SampleUpstream) -> None:

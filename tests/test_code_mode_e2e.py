@@ -20,6 +20,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from progressive_mcp.offline.sample_upstream import SampleUpstream
 
+pytestmark = pytest.mark.slow  # end-to-end: the SDK client against server processes
+
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "CoDe-E2E-KEY-0042"
 FIVE_TICKERS = """\

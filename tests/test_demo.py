@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # end-to-end: the whole demo, an MCP session over stdio
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -21,3 +25,12 @@ def test_demo_runs_offline_end_to_end() -> None:
     assert re.search(r"cached_at: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", out)
     assert "upstream requests so far: 1 " in out  # the repeated call did not reach the upstream
     assert "demo-key-for-the-sample-upstream" not in out + done.stderr
+    # The README and docs/measurements.md quote the demo's code-mode figures: they are the demo's, as it prints them.
+    shown = re.search(r"code mode read ([\d,]+) tokens: ([\d.]+)% of the progressive flow's ([\d,]+)", out)
+    assert shown, out
+    code, share, progressive = shown.groups()
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"reads {code} tokens against {progressive} with five `TOOL_CALL`s (`make demo`" in readme
+    measurements = " ".join((ROOT / "docs" / "measurements.md").read_text(encoding="utf-8").split())
+    said = f"`make demo` shows the first one over stdio: {progressive} tokens the progressive way, {code} in code mode"
+    assert f"{said} ({share}%)" in measurements

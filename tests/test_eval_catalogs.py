@@ -26,6 +26,9 @@ from progressive_mcp.search.evaluation import load_queries
 from progressive_mcp.search.semantic import semantic_enabled
 from progressive_mcp.sources import load_catalog
 
+# Search quality over every catalog of eval/catalogs.yaml, the real OpenAPI documents included.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = ROOT / "eval" / "catalogs.yaml"
 LASTFM_SPEC = ROOT / "tests" / "fixtures" / "lastfm" / "lastfm.yaml"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -335,8 +336,22 @@ def test_console_script_runs_eval(query_file: Path) -> None:
 @pytest.mark.skipif(not PUBLIC_QUERIES.is_file(), reason="eval/queries.jsonl is not there")
 def test_engine_meets_the_floors_on_the_public_set(catalog: Catalog) -> None:
     assert all(FLOORS[name] >= TARGETS[name] for name in TARGETS)
-    run = run_eval(catalog, load_queries(PUBLIC_QUERIES, catalog), engine_ranker(catalog))
+    queries = load_queries(PUBLIC_QUERIES, catalog)
+    run = run_eval(catalog, queries, engine_ranker(catalog))
     reached = {name: run["metrics"][name] for name in FLOORS}
     below = {name: value for name, value in reached.items() if value is None or value < FLOORS[name]}
     assert not below, f"below the floors {FLOORS}: {below}"
     assert run["metrics"]["false_no_match_rate"] <= FALSE_NO_MATCH_CEILING
+    # The README quotes this run's first-hit and no-match rates and the set's sizes: they are this run's.
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    positives = sum(1 for query in queries if query.relevant)
+    said = re.search(
+        r"ranks a right tool first for ([\d.]+)% of the (\d+) answerable questions of the public evaluation set, and "
+        r"returns nothing for ([\d.]+)% of its (\d+) off-topic ones",
+        readme,
+    )
+    assert said, "the README no longer quotes the public set's figures"
+    first, answerable, nothing, off_topic = said.groups()
+    assert (float(first), int(answerable)) == (round(run["metrics"]["recall@1"] * 100, 1), positives)
+    no_match = round(run["metrics"]["no_match_rate"] * 100, 1)
+    assert (float(nothing), int(off_topic)) == (no_match, len(queries) - positives)

@@ -47,6 +47,8 @@ from progressive_mcp.surfaces.endpoint import Endpoint, HttpRequest
 from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 from progressive_mcp.surfaces.surface import CallContext, Surface
 
+pytestmark = pytest.mark.slow  # hypothesis fuzzing (PMCP_FUZZ_SCALE scales it)
+
 EVENTS = Path(__file__).resolve().parent / "fixtures" / "events"
 # Hypothesis keeps a cache of constants it finds in the code; under .cache (git-ignored), not in the repo's root.
 set_hypothesis_home_dir(str(Path(__file__).resolve().parent.parent / ".cache" / "hypothesis"))

@@ -223,14 +223,21 @@ def test_a_sync_event_naming_an_unknown_server_is_refused(aws: None, servers_fil
         run_sync({"servers": ["nope"]}, lambda_env(servers))
 
 
-def test_without_a_table_the_lambda_keeps_its_store_in_tmp(servers_file: tuple[Path, Path]) -> None:
+def test_without_a_table_the_lambda_keeps_its_store_in_tmp(
+    servers_file: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lambda_fn.aws
+
+    assert lambda_fn.aws.LAMBDA_INDEX == "/tmp/progressive-mcp/index.sqlite3"  # the only writable place on Lambda
+    # The store itself goes to this test's own folder: /tmp/progressive-mcp/ is shared by every run on the machine.
+    monkeypatch.setattr(lambda_fn.aws, "LAMBDA_INDEX", str(tmp_path / "progressive-mcp" / "index.sqlite3"))
     servers, _ = servers_file
     env = lambda_env(servers)
     del env["PMCP_INDEX_TABLE"]
     endpoint = endpoint_from_environment({**env, "PMCP_INDEX": ""}, session=None)
     try:
         assert endpoint.gateway is not None
-        assert str(getattr(endpoint.gateway.store, "path", "")) == "/tmp/progressive-mcp/index.sqlite3"
+        assert getattr(endpoint.gateway.store, "path", "") == tmp_path / "progressive-mcp" / "index.sqlite3"
     finally:
         endpoint.close()
 

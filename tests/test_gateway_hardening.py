@@ -68,6 +68,64 @@ def test_sync_stores_the_healthy_servers_and_exits_non_zero_naming_the_failing_o
         gateway.close()
 
 
+def test_sync_names_each_failure_once_and_says_stored_tools_are_kept_only_when_there_are_some(
+    failing_servers: Path, tmp_path: Path
+) -> None:
+    index = tmp_path / "index.sqlite3"
+    first = cli("sync", "--servers", str(failing_servers), "--index", str(index))
+    said = first.stdout + first.stderr
+    for server in ("broken", "garbled"):
+        # the report's line, not log lines repeating it
+        assert len([line for line in said.splitlines() if re.search(rf"\b{server}\b", line)]) == 1, said
+    assert "stored tool" not in said, said  # a first sync: nothing of theirs was stored
+    (tmp_path / "good.json").write_text(json.dumps({"tools": [], "list": "error"}))  # `good` fails from now on
+    second = cli("sync", "--servers", str(failing_servers), "--index", str(index))
+    assert re.search(r"^good: not synced: .*refused.* \(its 9 stored tools are kept\)$", second.stdout, re.M), second
+    assert re.search(r"^broken: not synced: .*refused[^(]*$", second.stdout, re.M), second.stdout
+    assert len([line for line in (second.stdout + second.stderr).splitlines() if "good" in line]) == 1, second
+
+
+def test_a_server_that_failed_is_listed_as_unavailable_with_why_and_when_it_is_retried(
+    failing_servers: Path, tmp_path: Path
+) -> None:
+    from test_gateway import surface_of
+
+    from progressive_mcp.gateway.config import load_servers
+    from progressive_mcp.gateway.gateway import RETRY_FAILED_S
+    from progressive_mcp.gateway.store import SqliteToolStore
+    from progressive_mcp.surfaces.surface import CallContext
+
+    # `broken` has tools, and its tools/list fails until the file says otherwise (the toy reads its mode each time).
+    (tmp_path / "broken.json").write_text(json.dumps({"tools": TOY_TOOLS, "list": "error"}))
+    now = [1_900_000_000.0]
+    gateway = Gateway(load_servers(failing_servers), SqliteToolStore(tmp_path / "i.sqlite3"), clock=lambda: now[0])
+    try:
+        gateway.start(background=False)
+        listed = surface_of(gateway).call_tool_wire("TOOL_LIST", {}, CallContext())["structuredContent"]
+        down = {d["server"]: d for d in listed["unavailable"]}
+        assert set(down) == {"broken", "garbled"}, listed
+        assert "refused" in down["broken"]["reason"] and "not a valid MCP result" in down["garbled"]["reason"]
+        assert down["broken"]["failed_at"] == "2030-03-17T17:46:40Z"
+        assert down["broken"]["retry_at"] == "2030-03-17T17:47:40Z" and RETRY_FAILED_S == 60
+        # Its category is not "unknown": it is a server that is down, with why and when it is retried.
+        asked = surface_of(gateway).call_tool_wire("TOOL_LIST", {"category": "broken"}, CallContext())
+        message = asked["structuredContent"]["error"]["message"]
+        assert asked["isError"] and "unknown category" not in message, message
+        assert "'broken' is unavailable" in message and "refused" in message and "2030-03-17T17:47:40Z" in message
+        # Mended, it comes back at its retry time, when TOOL_LIST is next asked.
+        write_tools(tmp_path / "broken.json", TOY_TOOLS)
+        assert {d.server for d in gateway.unavailable()} == {"broken", "garbled"}  # not before its time
+        now[0] += RETRY_FAILED_S
+        gateway.unavailable()
+        wait_for(lambda: "broken.add" in gateway.catalog, "the retry of the mended server")
+        wait_for(lambda: {d.server for d in gateway.unavailable()} == {"garbled"}, "the retries to settle")
+        listed = surface_of(gateway).call_tool_wire("TOOL_LIST", {}, CallContext())["structuredContent"]
+        assert [d["server"] for d in listed["unavailable"]] == ["garbled"]
+        assert listed["unavailable"][0]["retry_at"] == "2030-03-17T17:48:40Z"
+    finally:
+        gateway.close()
+
+
 def test_stdio_starts_with_a_failing_server_and_serves_the_others(failing_servers: Path, tmp_path: Path) -> None:
     index = tmp_path / "stdio.sqlite3"
     params = StdioServerParameters(
@@ -328,6 +386,46 @@ def test_dropping_and_relisting_a_tool_does_not_get_around_its_pin(pinned: Any) 
     called = call(gateway, "toy.add", {"a": 1, "b": 2})
     message = called["structuredContent"]["error"]["message"]
     assert called["isError"] and "withheld" in message and f"--approve toy.add@{entry['hash']}" in message
+
+
+def test_a_withheld_tool_says_so_and_how_to_approve_it_through_every_way_to_reach_it(pinned: Any) -> None:
+    from test_gateway import surface_of
+
+    from progressive_mcp.surfaces.surface import CallContext
+
+    gateway, tools_file, _ = pinned
+    relist(gateway, tools_file, [{**t, "description": INJECTED} if t["name"] == "add" else t for t in TOY_TOOLS])
+    pending = withheld(gateway)["toy.add"]["hash"]
+    approve = f"`progressive-mcp sync --servers FILE --approve toy.add@{pending}`"
+
+    def says_withheld(answer: dict[str, Any]) -> str:
+        assert answer["isError"], answer
+        error = answer["structuredContent"]["error"]
+        message = str(error["message"])
+        assert error["type"] == "ToolWithheld" and error.get("pending_hash") == pending, error
+        assert message.startswith("Tool 'toy.add' is withheld until its operator approves it: "), message
+        assert approve in message and "Unknown tool" not in message and "ssh" not in message, message
+        return message
+
+    progressive, code = surface_of(gateway), surface_of(gateway, mode="code")
+    ctx = CallContext()
+    says_withheld(progressive.call_tool_wire("TOOL_CALL", {"tool_name": "toy.add", "arguments": {"a": 1}}, ctx))
+    for surface in (progressive, code):
+        says_withheld(surface.call_tool_wire("TOOL_GET", {"tool_name": "toy.add"}, ctx))
+        # Beside a tool it has: that one described, the withheld one named as withheld (not "did you mean").
+        got = surface.call_tool_wire("TOOL_GET", {"tool_name": ["toy.add", "toy.echo"]}, ctx)
+        assert not got["isError"], got
+        (missing,) = got["structuredContent"]["not_found"]
+        assert missing["name"] == "toy.add" and missing["suggestions"] == [] and approve in missing["withheld"]
+        # Beside an unknown one: both named, each for what it is.
+        both = surface.call_tool_wire("TOOL_GET", {"tool_name": ["toy.add", "toy.nope"]}, ctx)
+        message = both["structuredContent"]["error"]["message"]
+        assert both["isError"] and approve in message and "'toy.nope'" in message, both
+    # A script that calls it is refused before it runs, with the same message (not a NameError).
+    script = code.call_tool_wire("TOOL_EXECUTE", {"code": "await toy_add(a=1, b=2)"}, ctx)
+    assert says_withheld(script) == says_withheld(
+        progressive.call_tool_wire("TOOL_CALL", {"tool_name": "toy.add", "arguments": {"a": 1}}, ctx)
+    )
 
 
 def test_a_renamed_or_new_tool_on_a_pinned_server_is_withheld(pinned: Any) -> None:

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXPECTED_VERSION = {"legacy": "2025-11-25", "auto": "2026-07-28", "2026-07-28": "2026-07-28"}
 GLOBAL_QUOTE_IBM = {"tool_name": "GLOBAL_QUOTE", "arguments": {"symbol": "IBM"}}
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # end-to-end: the SDK client over real HTTP
 
 
 @pytest.fixture

@@ -611,6 +611,7 @@ def real() -> dict[str, Any]:
     return {name: load_catalog_with_report(path) for name, path in REAL.items()}
 
 
+@pytest.mark.slow  # every operation of every real document
 @needs_shared
 def test_every_real_document_loads_and_every_operation_is_accounted_for(real: dict[str, Any]) -> None:
     lines = []
@@ -630,6 +631,7 @@ def test_every_real_document_loads_and_every_operation_is_accounted_for(real: di
     assert counts == {"spotify": (97, 0), "slack": (174, 0), "openai": (288, 0), "digitalocean": (659, 0)}
 
 
+@pytest.mark.slow  # every operation of every real document
 @needs_shared
 @pytest.mark.slow  # checks every schema of four big documents: ~2 minutes on a busy 2-core machine
 @pytest.mark.timeout(900)

@@ -36,6 +36,8 @@ from progressive_mcp.surfaces.endpoint import Endpoint
 from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 from progressive_mcp.surfaces.surface import CallContext, Surface
 
+pytestmark = pytest.mark.slow  # end-to-end over the real OpenAPI documents
+
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "tests" / "fixtures" / "openapi" / "tasks" / "openapi.yaml"
 KEY = "tasks-token-0451"

@@ -8,6 +8,7 @@ spec as package data, and `progressive-mcp stdio` serves it to the mcp SDK clien
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,8 @@ from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "WhEeL-KEY-0042"
+# Builds a wheel and installs it with its dependencies into a fresh venv: minutes on a busy machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture
@@ -79,6 +82,28 @@ def test_the_wheel_installs_only_its_own_package(installed: Path) -> None:
     assert "progressive_mcp" in top_level
     assert not top_level & {"lambda_fn", "stdio_server", "infra", "spec", "tests", "bench"}
     assert (site_packages(installed) / "progressive_mcp" / "bundled" / "alphavantage.yaml").is_file()
+
+
+def test_the_wheel_carries_the_mit_license(installed: Path) -> None:
+    [dist_info] = site_packages(installed).glob("progressive_mcp-*.dist-info")
+    license_text = (dist_info / "licenses" / "LICENSE").read_text()
+    assert license_text == (ROOT / "LICENSE").read_text()
+    assert license_text.startswith("MIT License") and "progressive-mcp contributors" in license_text
+    metadata = (dist_info / "METADATA").read_text()
+    assert "License-Expression: MIT" in metadata and "License-File: LICENSE" in metadata
+
+
+def test_help_lists_only_the_commands_that_work_from_the_wheel(installed: Path) -> None:
+    helped = run_outside_the_checkout(installed, "--help")
+    assert helped.returncode == 0, helped.stderr
+    commands = re.search(r"\{([a-z,-]+)\}", helped.stdout)
+    assert commands, helped.stdout
+    listed = commands.group(1).split(",")
+    assert "serve" not in listed and "serve " not in helped.stdout, helped.stdout  # it needs a checkout's lambda_fn/
+    assert {"spec", "stdio", "sync", "tokens"} <= set(listed)
+    for command in listed:  # each one offered starts (its own --help parses and exits 0)
+        shown = run_outside_the_checkout(installed, command, "--help")
+        assert shown.returncode == 0 and "Traceback" not in shown.stderr, (command, shown.stderr)
 
 
 def test_spec_check_finds_the_bundled_spec(installed: Path) -> None:

@@ -23,7 +23,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -330,14 +329,8 @@ def client(catalog: Catalog, sample: SampleUpstream) -> UpstreamClient:
     return UpstreamClient(catalog.api, base_url=sample.url, retries=0)
 
 
-TIMINGS: dict[str, float] = {}
-
-
 def call(client: UpstreamClient, tool: CatalogTool, arguments: dict[str, Any], key: str = KEY) -> UpstreamResult:
-    started = time.perf_counter()
-    result = client.call(tool, arguments, api_key=key)
-    TIMINGS[f"{tool.name} {arguments}"] = time.perf_counter() - started
-    return result
+    return client.call(tool, arguments, api_key=key)
 
 
 def all_tools() -> list[str]:
@@ -557,14 +550,6 @@ def test_same_bytes_from_a_cold_process_with_another_hash_seed(catalog: Catalog)
         timeout=120, cwd=root, check=True,
     )  # fmt: skip
     assert json.loads(done.stdout) == (HTTP_DIGESTS or digests(queries))
-
-
-def test_calls_are_fast() -> None:
-    """Recorded by the tests above (through HTTP, the client included); generous, the machine is shared."""
-    if not TIMINGS:
-        pytest.skip("the timings come from the calls of the tests above")
-    slowest = max(TIMINGS.items(), key=lambda kv: kv[1])
-    assert slowest[1] < 1.0, slowest
 
 
 # ---- the previously simulated answers, byte for byte ---------------------------------------------------------

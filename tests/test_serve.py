@@ -229,10 +229,9 @@ def test_content_length_over_10_mib_is_413_without_reading_the_body(server: Loca
         f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {too_big}\r\n\r\n"
     ).encode()
-    started = time.monotonic()
-    # No body is sent at all: a server that tried to read it would wait until the socket timeout.
+    # No body is sent at all: a server that tried to read it would not answer before the exchange's own timeout
+    # (which raises TimeoutError here).
     reply = _raw_exchange(server.port, head)
-    assert time.monotonic() - started < 4
     status_line, _, rest = reply.partition(b"\r\n")
     assert status_line.split()[1] == b"413", reply[:200]
     assert b"connection: close" in rest.lower()
@@ -984,8 +983,6 @@ def test_a_bad_chunk_mid_body_ends_the_request_quietly(
 
 
 def test_stopping_with_a_call_stuck_on_the_upstream_answers_503_quietly(caplog: pytest.LogCaptureFixture) -> None:
-    from lambda_fn.local import SHUTDOWN_GRACE_S
-
     release = threading.Event()
 
     def stuck(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -997,9 +994,7 @@ def test_stopping_with_a_call_stuck_on_the_upstream_answers_503_quietly(caplog: 
         with ThreadPoolExecutor(1) as pool:
             answer = pool.submit(httpx.post, server.url, content=b"{}", timeout=30)
             time.sleep(0.3)
-            started = time.monotonic()
-            server.stop()  # what Ctrl-C does
-            assert time.monotonic() - started < SHUTDOWN_GRACE_S + 3
+            server.stop()  # what Ctrl-C does; a stop that waited for the stuck call would get its 200 "late"
             assert answer.result().status_code == 503
     finally:
         release.set()

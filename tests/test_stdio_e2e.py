@@ -22,6 +22,8 @@ from mcp.shared.exceptions import MCPError
 from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.surfaces.metatools import META_TOOL_NAMES
 
+pytestmark = pytest.mark.slow  # end-to-end: the SDK client against a server process over stdio
+
 KEY = "StDiO-SeCrEt-KEY-77"
 MODES = ["legacy", "2026-07-28"]
 ROOT = Path(__file__).resolve().parent.parent

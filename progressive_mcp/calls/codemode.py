@@ -85,10 +85,13 @@ class CodeMode:
         caller: str | None = None,
         address: str | None = None,
         secrets: Secrets | None = None,
+        withheld: Mapping[str, ToolError] | None = None,
     ) -> dict[str, Any]:
         """Run `args["code"]` for `caller` from `address` (their share of the sandbox: see Sandbox.run); raises
         ToolError (InvalidArguments, or ScriptError for a script that failed or found no worker). The answer has
-        `secrets` masked before it is cut to the budget (a script may put pieces of one together)."""
+        `secrets` masked before it is cut to the budget (a script may put pieces of one together). `withheld`:
+        function name → the error a script that names that tool gets instead of running (a gateway tool withheld
+        until approved: the script would otherwise meet a bare NameError)."""
         extra = sorted(set(args) - {"code"})
         code = args.get("code")
         if extra or not isinstance(code, str) or not code.strip():
@@ -106,6 +109,10 @@ class CodeMode:
                 for name in clashes
             ]
             raise InvalidArguments(TOOL_EXECUTE, problems, execute_definition()["inputSchema"])
+        held = [n for n in identifiers if withheld and n in withheld and n not in self._by_python_name]
+        if held:
+            assert withheld is not None
+            raise withheld[held[0]]
         used = [self._by_python_name[n] for n in identifiers if n in self._by_python_name]
         functions = {self._names[t.name]: _host_function(t, call_tool) for t in used}
         outcome = self.sandbox.run(

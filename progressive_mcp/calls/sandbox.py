@@ -92,6 +92,7 @@ class ScriptError(ToolError):
         message: str,
         *,
         line: int | None = None,
+        column: int | None = None,
         printed: str = "",
         calls: list[CallLog] | None = None,
         limit: str | None = None,
@@ -99,6 +100,7 @@ class ScriptError(ToolError):
     ) -> None:
         self.kind = kind
         self.line = line
+        self.column = column
         self.printed = printed
         self.calls = calls or []
         self.limit = limit
@@ -109,6 +111,8 @@ class ScriptError(ToolError):
         fields: dict[str, Any] = {"kind": self.kind}
         if self.line is not None:
             fields["line"] = self.line
+        if self.column is not None:
+            fields["column"] = self.column
         if self.limit is not None:
             fields["limit"] = self.limit
         if self.retry_after_s is not None:
@@ -248,6 +252,9 @@ class Sandbox:
         except monty.MontySyntaxError as exc:
             raise ScriptError("syntax", _first_lines(exc.display()), line=_line(exc), calls=calls) from None
         except monty.MontyTypingError as exc:
+            unparsable = _syntax_error(exc.display(), calls)
+            if unparsable is not None:
+                raise unparsable from None
             message = _first_lines(exc.display(), 20)
             raise ScriptError("type", message, line=_typing_line(message), calls=calls) from None
         except monty.MontyRuntimeError as exc:
@@ -491,6 +498,24 @@ def _line(exc: Any) -> int | None:
     except Exception:
         return None
     return frames[-1].line if frames else None
+
+
+# A diagnostic of Monty's own parser, which runs before the checker: "script.py:2:1: error[invalid-syntax] ...".
+_SYNTAX_DIAGNOSTIC = re.compile(r"^[^:\n]+:(\d+):(\d+): error\[invalid-syntax\] (.*)$", re.MULTILINE)
+
+
+def _syntax_error(rendered: str, calls: list[CallLog]) -> ScriptError | None:
+    """A script that does not parse, as one syntax error at its first parser diagnostic; None if it parses.
+
+    The checker still type-checks what it could not parse, and its guesses ("too many positional arguments", "name
+    used when not defined") are noise. The verdict is the sandbox's parser's, not the host's `ast`: Monty takes
+    syntax newer than the host's Python (quotes reused inside an f-string)."""
+    found = _SYNTAX_DIAGNOSTIC.search(rendered)
+    if found is None:
+        return None
+    line, column = int(found.group(1)), int(found.group(2))
+    message = f"line {line}, column {column}: {found.group(3)}"
+    return ScriptError("syntax", _first_lines(message, 1), line=line, column=column, calls=calls)
 
 
 def _typing_line(message: str) -> int | None:

@@ -12,10 +12,12 @@ the tool's server through the connection pool. Example::
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,27 @@ from progressive_mcp.settings import Settings
 logger = logging.getLogger(__name__)
 
 RESYNC_DELAY_S = 0.1  # change notifications that arrive together make one re-sync
+# A server whose sync failed is tried again this long after, when someone next looks at the servers (TOOL_LIST):
+# an agent sees it as unavailable, why, and when it is retried; a server that stays down costs a sync a minute.
+RETRY_FAILED_S = 60.0
+
+
+@dataclass(frozen=True)
+class ServerDown:
+    """A server this process could not sync: why, when, and when it is tried again."""
+
+    server: str
+    reason: str
+    failed_at: float
+    retry_at: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "reason": self.reason,
+            "failed_at": _iso(self.failed_at),
+            "retry_at": _iso(self.retry_at),
+        }
 
 
 class Gateway:
@@ -62,6 +85,8 @@ class Gateway:
         self._generation, stored = self._read_store()
         self._catalog, self.withheld = gateway_catalog(config, stored, base=base)
         self.last_report: SyncReport | None = None
+        self._down: dict[str, ServerDown] = {}  # the servers whose last sync here failed
+        self._retrying: set[str] = set()
 
     @classmethod
     def open(
@@ -163,6 +188,7 @@ class Gateway:
         with self._sync_lock:
             report = sync_servers(self.config, self.store, self.pool.list_tools, only=only, clock=self._clock)
             self.last_report = report
+            self._note_failures(report)
             if report.changed:  # the catalog derives from the stored documents alone: unchanged, it stands
                 self.refresh()
         for server in report.servers:
@@ -181,6 +207,35 @@ class Gateway:
                         extra={"server": server.server},
                     )
         return report
+
+    def _note_failures(self, report: SyncReport) -> None:
+        now = self._clock()
+        with self._lock:
+            for server in report.servers:
+                if server.error is not None:
+                    self._down[server.server] = ServerDown(server.server, server.error, now, now + RETRY_FAILED_S)
+                else:
+                    self._down.pop(server.server, None)
+
+    def unavailable(self) -> list[ServerDown]:
+        """The servers whose last sync in this process failed; those whose retry time has come are synced again
+        in the background (the answer stays as it is until that sync ends)."""
+        now = self._clock()
+        with self._lock:
+            down = sorted(self._down.values(), key=lambda d: d.server)
+            due_now = [d.server for d in down if now >= d.retry_at and d.server not in self._retrying]
+            self._retrying.update(due_now)
+        if due_now:
+
+            def retry() -> None:
+                try:
+                    self._sync_quietly(due_now)
+                finally:
+                    with self._lock:
+                        self._retrying.difference_update(due_now)
+
+            threading.Thread(target=retry, name="pmcp-retry", daemon=True).start()
+        return down
 
     def refresh(self) -> bool:
         """Rebuild the catalog from the store; True (and listeners told) if its version or withheld tools changed."""
@@ -230,3 +285,7 @@ class Gateway:
 
 def _parts(server: Any) -> list[tuple[str, Any]]:
     return [("created", server.diff.created), ("updated", server.diff.updated), ("deleted", server.diff.deleted)]
+
+
+def _iso(epoch_s: float) -> str:
+    return dt.datetime.fromtimestamp(epoch_s, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -74,6 +74,7 @@ class ServerSync:
     seq: int | None = None  # the store's sync number, when documents were written
     removed: bool = False  # the server left the servers file: its documents were deleted
     notes: list[str] = field(default_factory=list)  # what the gateway's bounds cut or left out (`limits`)
+    kept: int = 0  # a server not synced: how many of its tools the store keeps from before
 
 
 @dataclass
@@ -107,7 +108,7 @@ class SyncReport:
                     "updated": [d.public_name for d in s.diff.updated],
                     "deleted": [f"{s.server}.{name}" for name in s.diff.deleted],
                     "unchanged": s.diff.unchanged,
-                    **({"error": s.error} if s.error else {}),
+                    **({"error": s.error, "kept": s.kept} if s.error else {}),
                     **({"notes": s.notes} if s.notes else {}),
                     **({"removed": True} if s.removed else {}),
                 }
@@ -121,7 +122,8 @@ class SyncReport:
         lines = []
         for s in self.servers:
             if s.error is not None:
-                lines.append(f"{s.server}: not synced: {s.error} (its stored tools are kept)")
+                kept = f" (its {s.kept} stored tool{'s are' if s.kept != 1 else ' is'} kept)" if s.kept else ""
+                lines.append(f"{s.server}: not synced: {s.error}{kept}")
                 continue
             d = s.diff
             note = " (no longer in the servers file)" if s.removed else ""
@@ -170,7 +172,11 @@ def sync_server(
     if listed is None:
         listed = _read(server, list_tools)
     if isinstance(listed, _Unread):
-        return ServerSync(server.name, error=listed.reason)
+        try:
+            kept = len(store.tools(server.name))
+        except Exception:  # a store that cannot be read keeps nothing we can count
+            kept = 0
+        return ServerSync(server.name, error=listed.reason, kept=kept)
     try:
         return _store(server, store, listed, clock, pinned=pinned)
     except Exception as exc:  # a listing we cannot store (a bug of ours, a store error) costs this server alone

@@ -40,7 +40,7 @@ from progressive_mcp.calls.cache import (
 from progressive_mcp.calls.codemode import TOOL_EXECUTE, CodeMode
 from progressive_mcp.calls.sandbox import Sandbox, ScriptError, ScriptLimits
 from progressive_mcp.calls.shaping import shape_result
-from progressive_mcp.calls.stubs import forced_json
+from progressive_mcp.calls.stubs import forced_json, python_name
 from progressive_mcp.calls.upstream import UpstreamClient, UpstreamTransport, http_method
 from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.errors import ConfigError, MissingApiKey, ToolError, ToolWithheld, UnknownTool
@@ -48,7 +48,7 @@ from progressive_mcp.gateway.results import script_value, server_result
 from progressive_mcp.redaction import Secrets, key_problem, protect_logs, redact
 from progressive_mcp.settings import Mode, Settings
 from progressive_mcp.sources import load_catalog
-from progressive_mcp.surfaces.metatools import META_TOOL_NAMES, TOOL_CALL, TOOL_LIST, MetaTools
+from progressive_mcp.surfaces.metatools import META_TOOL_NAMES, TOOL_CALL, TOOL_GET, TOOL_LIST, MetaTools
 from progressive_mcp.tokens import dumps
 from progressive_mcp.upstream_auth import KEY_FORMAT_ENV, choose_auth, secret_forms
 
@@ -317,9 +317,14 @@ class Surface:
         handler = self._discovery.get(name) if self.mode != "direct" else None
         try:
             if handler is not None:
-                payload = handler(args)
+                if name == TOOL_GET and self.gateway is not None and self.gateway.withheld:
+                    payload = self._tool_get_beside_withheld(handler, args)
+                else:
+                    payload = handler(args)
                 if name == TOOL_LIST and self.gateway is not None and self.gateway.withheld:
                     payload = {**payload, "withheld": self.gateway.withheld}
+                if name == TOOL_LIST and self.gateway is not None and (down := self.gateway.unavailable()):
+                    payload = {**payload, "unavailable": [d.as_json() for d in down]}
                 return _result(payload)
             if name == TOOL_CALL and self.mode in ("progressive", "hybrid"):
                 tool, raw = self.meta.resolve_call(args)
@@ -327,7 +332,7 @@ class Surface:
             if name == TOOL_EXECUTE and self._code is not None:
                 return self._execute(args, ctx)
         except ToolError as exc:
-            return _error_result(self._withheld(exc), ctx)
+            return _error_result(self._unavailable_category(name, args) or self._withheld(exc), ctx)
         direct = self._direct.get(name) if name not in META_TOOL_NAMES else None
         if direct is None:
             raise self._unknown(name)
@@ -462,8 +467,15 @@ class Surface:
             return answer.payload, cached_at is not None
 
         try:
+            withheld = {python_name(name): error for name, error in self._withheld_errors().items()}
             answer = self._code.execute(
-                args, call_tool, deadline, caller=ctx.caller, address=ctx.address, secrets=self.call_secrets(ctx)
+                args,
+                call_tool,
+                deadline,
+                caller=ctx.caller,
+                address=ctx.address,
+                secrets=self.call_secrets(ctx),
+                withheld=withheld,
             )
             return _result(answer)
         except ToolError as exc:
@@ -572,6 +584,49 @@ class Surface:
         if name in META_TOOL_NAMES:
             how = f"{name} is not offered here: this server runs in direct mode, where {how[0].lower()}{how[1:]}"
         return UnknownTool(name, suggestions, how_to_find=how)
+
+    def _unavailable_category(self, name: str, args: Mapping[str, Any]) -> ToolError | None:
+        """TOOL_LIST of a category that is a server behind the gateway that could not be synced: it has no tools
+        because it is down, not because no such category exists; the error says why and when it is retried."""
+        category = args.get("category") if name == TOOL_LIST else None
+        if self.gateway is None or not isinstance(category, str):
+            return None
+        down = next((d for d in self.gateway.unavailable() if d.server == category.strip()), None)
+        if down is None:
+            return None
+        return ToolError(
+            f"The MCP server {down.server!r} is unavailable: {down.reason}. It is retried at "
+            f"{down.as_json()['retry_at']} (when TOOL_LIST is next asked after that); the other servers' tools work."
+        )
+
+    def _withheld_errors(self) -> dict[str, ToolWithheld]:
+        """The gateway's withheld tools by name, each as the error that says why and how it gets approved."""
+        if self.gateway is None:
+            return {}
+        return {w["name"]: ToolWithheld(w["name"], w["reason"], w["hash"]) for w in self.gateway.withheld}
+
+    def _tool_get_beside_withheld(
+        self, handler: Callable[[dict[str, Any]], dict[str, Any]], args: dict[str, Any]
+    ) -> dict[str, Any]:
+        """TOOL_GET when some tools are withheld: a withheld name asked for is answered as withheld (why, and the
+        approve command), not as unknown with suggestions; the other names as usual."""
+        held = self._withheld_errors()
+        requested = args.get("tool_name")
+        names = [requested] if isinstance(requested, str) else requested
+        if not isinstance(names, list) or not any(isinstance(n, str) and n in held for n in names):
+            return handler(args)
+        asked = [held[n] for n in dict.fromkeys(names) if isinstance(n, str) and n in held]
+        rest = [n for n in names if not (isinstance(n, str) and n in held)]
+        if not rest:
+            if len(asked) == 1:
+                raise asked[0]
+            raise ToolError(" ".join(str(e) for e in asked))
+        try:
+            payload = handler({**args, "tool_name": rest})
+        except ToolError as exc:  # none of the others is known either
+            raise ToolError(" ".join([str(self._withheld(exc)), *(str(e) for e in asked)])) from None
+        not_found = [{"name": e.name, "suggestions": [], "withheld": str(e)} for e in asked]
+        return {**payload, "not_found": [*payload.get("not_found", []), *not_found]}
 
     def _withheld(self, exc: ToolError) -> ToolError:
         """An unknown tool that is a gateway's withheld one says so, and how it gets approved; any other error

@@ -1,0 +1,133 @@
+"""Figures and lists the README and docs/ quote that a command or the code can produce, checked against it, so
+they cannot go stale: token counts (`make tokens`; `make demo`'s in tests/test_demo.py), the sample universe,
+the minimum key, flag counts and usage lines, `make bench`'s scripts and `make test`'s extras.
+
+Token figures are checked as the command rounds them, exactly: the tokenizer's version is pinned (bpe-openai in
+pyproject.toml), and a change that moves a count (a tokenizer, a meta-tool's text) should move the quoted figure."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+
+
+def text(path: Path) -> str:
+    """A page with its lines joined, so a phrase is found across a line break."""
+    return " ".join(path.read_text(encoding="utf-8").split())
+
+
+def number(figure: str) -> float:
+    return float(figure.replace(",", ""))
+
+
+def close(quoted: float, actual: float) -> bool:
+    """A quoted count is the counted one as the report rounds it (a mean of 237.8 is quoted 238)."""
+    return quoted == round(actual)
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    from progressive_mcp.cli import build_parser
+
+    action = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def long_flags(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for a in parser._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+
+
+@pytest.fixture(scope="module")
+def token_figures() -> dict[str, Any]:
+    from progressive_mcp.report import token_report
+
+    return dict(json.loads(token_report(None, as_json=True, encodings=("cl100k",))))
+
+
+def test_the_readme_token_table_is_what_make_tokens_counts(token_figures: dict[str, Any]) -> None:
+    rows = {
+        line.split("|")[1].strip(): line.split("|")[2].strip()
+        for line in README.read_text(encoding="utf-8").splitlines()
+        if line.startswith("| ") and line.count("|") >= 4
+    }
+
+    def quoted(row: str) -> float:
+        figure = re.match(r"[\d,.]+", rows[row])
+        assert figure, (row, rows[row])
+        return number(figure.group(0))
+
+    f = token_figures
+    expected = {
+        "`tools/list`": f["tools_list"]["progressive"]["tokens"]["cl100k"],
+        "the whole catalog as MCP tools (`--mode direct`)": f["tools_list"]["direct"]["tokens"]["cl100k"],
+        "`TOOL_LIST`, whole catalog": f["tool_list"]["catalog"]["names"]["tokens"]["cl100k"],
+        "`TOOL_GET`, one tool, mean": f["tool_get"]["mean"]["tokens"]["cl100k"],
+        "one task (mean of three), all but the tool's answer": f["flows"]["search_schemas_call"][
+            "mean_without_call_answer"
+        ]["tokens"]["cl100k"],
+    }
+    wrong = {row: (quoted(row), actual) for row, actual in expected.items() if not close(quoted(row), actual)}
+    assert not wrong, f"README figures (quoted, counted) that are not what `make tokens` counts: {wrong}"
+
+
+def test_the_minimum_sample_key_the_docs_quote_is_the_codes() -> None:
+    from progressive_mcp.redaction import MIN_KEY_CHARS
+
+    said = [
+        (page.name, int(found))
+        for page in [README, *sorted(DOCS.glob("*.md"))]
+        for found in re.findall(r"key of (\d+)(?:\+| or more) characters", text(page))
+    ]
+    assert len(said) >= 3, said  # README, configuration.md, development.md, http.md say it
+    assert all(count == MIN_KEY_CHARS for _, count in said), (said, MIN_KEY_CHARS)
+
+
+def test_the_sample_universe_in_the_docs_is_the_sample_upstreams() -> None:
+    from progressive_mcp.offline.sample_upstream import COMPANIES
+
+    found = re.search(r"a small made-up universe: ([A-Z, ]+?) and ([A-Z]+) \(", text(DOCS / "configuration.md"))
+    assert found, "docs/configuration.md no longer lists the sample universe"
+    listed = [*found.group(1).split(", "), found.group(2)]
+    assert sorted(listed) == sorted(COMPANIES), (listed, sorted(COMPANIES))
+
+
+def test_serve_flags_in_the_docs_are_serves() -> None:
+    commands = subcommands()
+    stdio, serve = long_flags(commands["stdio"]), long_flags(commands["serve"])
+    own = [flag for flag in serve if flag not in stdio]
+    assert set(stdio) <= set(serve)
+    configuration = text(DOCS / "configuration.md")
+    assert f"The same {len(stdio)} flags as `stdio`, plus the {len(own)} after `--log-level` below." in configuration
+    section = (DOCS / "configuration.md").read_text(encoding="utf-8").split("## `progressive-mcp serve`")[1]
+    table = section.split("\n\n")[2]  # after the sentence above: the flags' table
+    assert re.findall(r"^\| `(--[a-z-]+)", table, re.M) == serve
+    usage = re.search(r"```sh\n(progressive-mcp serve .*?)```", (DOCS / "http.md").read_text(), re.S)
+    assert usage, "docs/http.md no longer shows serve's usage"
+    assert sorted(set(re.findall(r"--[a-z-]+", usage.group(1)))) == sorted(serve)
+
+
+def test_the_bench_scripts_and_test_extras_in_development_md_are_the_makefiles() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^bench:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert recipe
+    scripts = re.findall(r"bench/[\w.]+\.py", recipe.group(1))
+    development = text(DOCS / "development.md")
+    said = re.search(
+        r"`make bench` runs its (\d+) scripts in this order, each printing its figures: (.*?)\. ", development
+    )
+    assert said, "docs/development.md no longer lists make bench's scripts"
+    assert int(said.group(1)) == len(scripts)
+    assert re.findall(r"bench/[\w.]+\.py", said.group(2)) == scripts
+    extras = re.search(r"^\$\(STAMP\):.*\n\t.*pip install .*-e '\.\[([\w,]+)\]'", makefile, re.M)
+    assert extras
+    names = extras.group(1).split(",")
+    listed = ", ".join(f"`{n}`" for n in names[:-1]) + f" and `{names[-1]}`"
+    assert f"`make test` installs the {listed} extras." in development

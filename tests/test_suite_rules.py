@@ -1,0 +1,96 @@
+"""Rules the test suite keeps: no test asserts a duration (benchmarks in bench/ measure speed; a test checks
+behaviour, and a timing limit fails on a busy machine however generous it is)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+CLOCKS = {"perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns", "process_time"}
+
+
+def _is_clock(node: ast.AST, clock_names: set[str]) -> bool:
+    """A clock reading (`time.monotonic()`, `perf_counter()`) or a name that holds one."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in CLOCKS and isinstance(func.value, ast.Name):
+            return func.value.id == "time"
+        return isinstance(func, ast.Name) and func.id in CLOCKS - {"time"}
+    return isinstance(node, ast.Name) and node.id in clock_names
+
+
+def _is_duration(node: ast.AST, clock_names: set[str], duration_names: set[str]) -> bool:
+    """The difference of two clock readings, or a name that holds one."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
+        return _is_clock(node.left, clock_names) or _is_clock(node.right, clock_names)
+    return isinstance(node, ast.Name) and node.id in duration_names
+
+
+def duration_assertions(source: str) -> list[int]:
+    """The lines of `assert`s that compare a duration measured with a clock."""
+    tree = ast.parse(source)
+    clock_names: set[str] = set()
+    duration_names: set[str] = set()
+    for node in ast.walk(tree):  # names are gathered module-wide: a rough scope, enough for tests
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and _is_clock(node.value, set()):
+                    clock_names.add(target.id)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and _is_duration(node.value, clock_names, set()):
+            duration_names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert):
+            parts = [n for n in ast.walk(node.test) if isinstance(n, ast.Compare)]
+            if any(
+                _is_duration(operand, clock_names, duration_names)
+                for compare in parts
+                for operand in [compare.left, *compare.comparators]
+            ):
+                found.append(node.lineno)
+    return found
+
+
+def test_the_scan_finds_duration_assertions_and_leaves_waits_alone() -> None:
+    flagged = """
+import time
+from time import perf_counter
+started = time.monotonic()
+assert time.monotonic() - started < 10
+elapsed = perf_counter() - started
+assert elapsed < 1.0, elapsed
+assert 0.3 <= time.perf_counter() - started
+"""
+    assert duration_assertions(flagged) == [5, 7, 8]
+    waits = """
+import time
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline and not done():
+    time.sleep(0.05)
+assert time.monotonic() < deadline, "no answer within 20 s"
+assert len(items) < 10
+"""
+    assert duration_assertions(waits) == []
+
+
+def test_no_test_asserts_a_duration() -> None:
+    found = {
+        f"{path.name}:{line}" for path in sorted(TESTS.rglob("*.py")) for line in duration_assertions(path.read_text())
+    }
+    assert not found, f"tests that assert a duration (measure speed in bench/ instead): {sorted(found)}"
+
+
+def test_make_test_leaves_out_the_slow_tests_and_ci_runs_them_too() -> None:
+    import re
+    import tomllib
+
+    root = TESTS.parent
+    markers = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
+    assert any(marker.startswith("slow:") for marker in markers)
+    makefile = (root / "Makefile").read_text()
+    recipes = dict(re.findall(r"^([\w-]+):.*\n((?:\t.*\n)+)", makefile, re.M))
+    assert '-m "not slow"' in recipes["test"] and "-m slow" in recipes["test-slow"]
+    ci = [line.strip() for line in (root / ".ci" / "run").read_text().splitlines() if not line.startswith("#")]
+    assert "make test" in ci and "make test-slow" in ci  # CI runs every test it ran before
