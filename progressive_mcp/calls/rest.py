@@ -387,6 +387,11 @@ def multipart_body(tool: CatalogTool, members: list[tuple[Param, Any]]) -> tuple
                 if item is not None:
                     content, given_type = decoded_file(tool, param, item)
                     parts.append((name, (name, content, param.content_type or given_type or OCTETS, _headers(param))))
+        elif isinstance(value, str) and param.content_type is None and _DATA_URL.fullmatch(value):
+            # A document may declare a file as a plain string (Stripe's PostFiles `file` before it said `format:
+            # binary`); a data URL is the agent saying "this is a file", so it goes as one, of the URL's type.
+            content, given_type = decoded_file(tool, param, value)
+            parts.append((name, (name, content, given_type or OCTETS, _headers(param))))
         elif param.content_type is not None and _is_json(param.content_type):
             parts.append((name, (None, _json(value).encode("utf-8"), param.content_type, _headers(param))))
         elif isinstance(value, dict) or any(isinstance(item, list | dict) for item in values):

@@ -213,7 +213,10 @@ def multipart_parts(
         value = drop_nulls(arguments[name])
         given_type = encoding.get(name, {}).get("contentType")
         item_schema = resolve(document, prop.get("items", {})) if isinstance(value, list) else prop
-        binary = name in files or is_binary(item_schema)
+        # The lead's amendment to wire_rules: in a multipart body, a data URL given for a property the document
+        # declares as a plain string is a file part too (the agent's way of saying "a file"), of the URL's type.
+        data_url = isinstance(value, str) and value.startswith("data:") and ";base64," in value
+        binary = name in files or is_binary(item_schema) or (data_url and given_type is None)
         # Arrays of scalars or of files make one part per item; anything else is one part.
         one_per_item = isinstance(value, list) and (binary or all(is_scalar(v) for v in value))
         values = value if one_per_item else [value]
