@@ -708,7 +708,7 @@ def test_spec_check_and_compile_from_the_command_line(tmp_path: Path) -> None:
     made = cli("spec", "compile", str(TASKS), "-o", str(compiled), "--include", "method:GET")
     assert made.returncode == 0, made.stderr
     assert "3 tools" in made.stderr
-    assert json.loads(compiled.read_text())["progressive_mcp_catalog"] == 1
+    assert json.loads(compiled.read_text())["progressive_mcp_catalog"] == 2
     again = cli("spec", "check", str(compiled))
     assert again.returncode == 0 and "OK: 3 tools in 2 categories" in again.stdout
     broken = tmp_path / "broken.yaml"

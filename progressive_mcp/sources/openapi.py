@@ -1085,7 +1085,7 @@ def is_file(schema: Mapping[str, Any]) -> bool:
     return schema.get("format") == "binary" or ("contentMediaType" in schema and "contentEncoding" not in schema)
 
 
-FILE_NOTE = "A file's content: base64, or a data URL (data:<type>;base64,<data>)."
+FILE_NOTE = "A file's content: base64, or a data URL (data:TYPE;base64,DATA)."
 
 
 def _as_file(param: Param) -> Param:
@@ -1145,7 +1145,7 @@ def raw_body_schema(media: str, schema: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "type": "string",
         "contentEncoding": "base64",
-        "description": f"The request body ({media}): base64, or a data URL (data:<type>;base64,<data>).",
+        "description": f"The request body ({media}): base64, or a data URL (data:TYPE;base64,DATA).",
     }
 
 
