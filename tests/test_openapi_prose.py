@@ -8,7 +8,6 @@ Run with: .venv/bin/python -m pytest tests/test_openapi_prose.py -q
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from real_documents import REAL, SHARED
 
 from progressive_mcp.catalog import Catalog, _thaw
 from progressive_mcp.sources import load_catalog
@@ -23,15 +23,6 @@ from progressive_mcp.sources.openapi import first_sentence, path_category, path_
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "openapi"
-SHARED = Path(os.environ.get("OPENAPI_DOCS_DIR", ROOT.parent / "shared" / "openapi"))
-REAL = {
-    "spotify": SHARED / "spotify" / "openapi.yaml",
-    "slack": SHARED / "slack" / "swagger.json",
-    "openai": SHARED / "openai" / "openapi.yaml",
-    "digitalocean": SHARED / "digitalocean" / "specification" / "DigitalOcean-public.v2.yaml",
-    "stripe": SHARED / "stripe" / "spec3.json",
-    "twilio": SHARED / "twilio" / "twilio_api_v2010.json",
-}
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"the real OpenAPI documents are not at {SHARED}")
 
 

@@ -5,7 +5,6 @@ argument errors that quote only what failed, and compiled catalogs no larger tha
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from functools import cache
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from real_documents import REAL, SHARED
 
 from progressive_mcp.calls.arguments import prepare_arguments
 from progressive_mcp.catalog import Catalog, _thaw
@@ -20,15 +20,6 @@ from progressive_mcp.sources import load_catalog_with_report
 from progressive_mcp.surfaces.surface import CallContext, Surface
 from progressive_mcp.tokens import count_tokens
 
-SHARED = Path(os.environ.get("OPENAPI_DOCS_DIR", Path(__file__).resolve().parents[2] / "shared" / "openapi"))
-REAL = {
-    "spotify": SHARED / "spotify" / "openapi.yaml",
-    "slack": SHARED / "slack" / "swagger.json",
-    "openai": SHARED / "openai" / "openapi.yaml",
-    "digitalocean": SHARED / "digitalocean" / "specification" / "DigitalOcean-public.v2.yaml",
-    "stripe": SHARED / "stripe" / "spec3.json",
-    "twilio": SHARED / "twilio" / "twilio_api_v2010.json",
-}
 MAX_ERROR_TOKENS = 400
 CONTEXT = CallContext(api_key="sk_test_schemas")
 
