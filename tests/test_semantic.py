@@ -119,7 +119,7 @@ def test_everyday_requests_stay_unanswered(lastfm: Catalog) -> None:
 
 @needs_wordllama
 def test_a_rescued_query_gets_tools_with_their_cosines(lastfm: Catalog) -> None:
-    on = SearchIndex(lastfm.tools, lastfm.vocabulary, semantic=True)
+    on = SearchIndex(lastfm.tools, lastfm.vocabulary, semantic=True, fusion=False)  # MiniLM's: tests/test_fusion.py
     off = SearchIndex(lastfm.tools, lastfm.vocabulary, semantic=False)
     rescue = on._semantic
     assert rescue is not None
@@ -141,7 +141,7 @@ def test_a_rescued_query_gets_tools_with_their_cosines(lastfm: Catalog) -> None:
 
 @needs_wordllama
 def test_a_confident_lexical_answer_is_left_alone(lastfm: Catalog) -> None:
-    on = SearchIndex(lastfm.tools, lastfm.vocabulary, semantic=True)
+    on = SearchIndex(lastfm.tools, lastfm.vocabulary, semantic=True, fusion=False)
     off = SearchIndex(lastfm.tools, lastfm.vocabulary, semantic=False)
     for query in ("artists similar to Radiohead", "top tracks of a tag", "scrobble a track"):
         assert on.rank(query).confidence >= MIN_CONFIDENCE
@@ -174,7 +174,7 @@ def test_a_model_that_cannot_load_leaves_lexical_search(
         raise FileNotFoundError("l2_supercat_256.safetensors")
 
     monkeypatch.setattr(dense.DenseIndex, "for_tools", broken)
-    on = SearchIndex(lastfm.tools, lastfm.vocabulary, semantic=True)
+    on = SearchIndex(lastfm.tools, lastfm.vocabulary, semantic=True, fusion=False)
     off = SearchIndex(lastfm.tools, lastfm.vocabulary, semantic=False)
     query = "labels someone stuck on a record"
     with caplog.at_level(logging.WARNING, logger="progressive_mcp.search.semantic"):

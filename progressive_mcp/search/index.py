@@ -35,7 +35,10 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from progressive_mcp.catalog import CatalogTool
+from progressive_mcp.search import embedder
 from progressive_mcp.search import vocabulary as vocab
+from progressive_mcp.search.fusion import DEPTH as FUSION_DEPTH
+from progressive_mcp.search.fusion import SemanticFusion
 from progressive_mcp.search.semantic import SemanticRescue, semantic_enabled
 from progressive_mcp.search.vocabulary import EMPTY, Hint, Vocabulary
 
@@ -152,6 +155,7 @@ class Ranking:
     confidence: float
     off_topic: str | None
     semantic: bool = False  # the lexical engine left it unanswered; `scores` are the semantic rescue's cosines
+    fused: bool = False  # `scores` are the lexical and MiniLM rankings fused (`fusion.SemanticFusion`): shares
 
 
 # --- text to terms ---------------------------------------------------------------------------------------------
@@ -476,9 +480,11 @@ class SearchIndex:
         *,
         categories: Mapping[str, str] | None = None,
         semantic: bool | None = None,
+        fusion: bool = True,
     ) -> None:
         """`vocabulary`: what the tools' catalog adds to English (its `Catalog.vocabulary`); `categories`: its
-        category descriptions (`Catalog.categories`); `semantic`: the semantic signal (None: PMCP_SEMANTIC)."""
+        category descriptions (`Catalog.categories`); `semantic`: the semantic signal (None: PMCP_SEMANTIC);
+        `fusion`: whether, with the semantic signal, MiniLM's ranking is fused into every answer."""
         self._tools = list(tools)
         self._category_texts: Mapping[str, str] = categories or _NO_CATEGORIES
         n = len(self._tools)
@@ -530,6 +536,8 @@ class SearchIndex:
             semantic = semantic_enabled()
         uncurated = vocabulary.unknown_weight is None
         self._semantic = SemanticRescue(self._tools, self._words) if semantic and uncurated and self._tools else None
+        # MiniLM's ranking, fused into every answer, under the same conditions; built (not loaded) here.
+        self._fusion = SemanticFusion(self._tools) if fusion and self._semantic and embedder.available() else None
         # A request to act ("book me a flight") is off-topic only for a catalog whose every tool just reads.
         self._read_only = all(tool.annotations.get("readOnlyHint") is True for tool in self._tools)
         self._hints = {
@@ -568,6 +576,11 @@ class SearchIndex:
         if ranking.off_topic:
             return []
         tools = self._tools
+        if ranking.fused:  # scores are shares of the best fused score; the semantic ranking fills the list
+            return [
+                Hit(tools[i].name, round(score, 3), tools[i].summary, tools[i].category)
+                for i, score in ranking.scores[:limit]
+            ]
         if ranking.semantic:  # scores are cosines
             return [
                 Hit(tools[i].name, round(max(score, 0.0), 3), tools[i].summary, tools[i].category)
@@ -636,7 +649,7 @@ class SearchIndex:
                 if doc in scores:
                     scores[doc] *= 1 + sign * PRESENT_PRIOR
         premium = self._premium
-        keep = max(limit, COVERAGE_DEPTH)
+        keep = max(limit, COVERAGE_DEPTH, FUSION_DEPTH if self._fusion else 0)
         excluded = self._scoped if analysis.foreign else frozenset()
         if excluded:
             # A place outside the scope, where the best fit is a tool of that scope (Alpha Vantage: a German bund
@@ -661,8 +674,13 @@ class SearchIndex:
             candidates = [(score * premium[doc], -doc) for doc, score in scores.items()]
         top = [(-doc, score) for score, doc in heapq.nlargest(keep, candidates)]
         if not top:
-            return self._second_opinion(
-                query, Ranking(analysis, [], 0.0, 0.0, 0.0, "no tool shares a word with it"), excluded, categories
+            return self._fused(
+                query,
+                self._second_opinion(
+                    query, Ranking(analysis, [], 0.0, 0.0, 0.0, "no tool shares a word with it"), excluded, categories
+                ),
+                excluded,
+                categories,
             )
         depth = [doc for doc, _ in top[:COVERAGE_DEPTH]]
         covered = 0.0
@@ -678,7 +696,9 @@ class SearchIndex:
         confidence = (coverage + min(relative, 1.0)) / 2
         reason = "the best tools leave too much of it unanswered" if confidence < MIN_CONFIDENCE else None
         ranking = Ranking(analysis, top, coverage, relative, confidence, reason)
-        return self._second_opinion(query, ranking, excluded, categories) if reason else ranking
+        if reason:
+            ranking = self._second_opinion(query, ranking, excluded, categories)
+        return self._fused(query, ranking, excluded, categories)
 
     def _offered(self, doc: int, excluded: frozenset[int], categories: frozenset[str] | None) -> bool:
         """Whether a tool may be among a query's hits: not left out by the scope, and in the categories asked."""
@@ -698,6 +718,21 @@ class SearchIndex:
         if not kept:
             return ranking
         return Ranking(ranking.analysis, kept, ranking.coverage, ranking.relative, ranking.confidence, None, True)
+
+    def _fused(
+        self, query: str, ranking: Ranking, excluded: frozenset[int], categories: frozenset[str] | None
+    ) -> Ranking:
+        """An answered ranking merged with MiniLM's (`fusion.SemanticFusion`); else the ranking unchanged."""
+        if self._fusion is None or ranking.off_topic is not None:
+            return ranking
+        leave_out: frozenset[int] | set[int] = excluded
+        if categories:
+            leave_out = set(excluded) | {i for i, tool in enumerate(self._tools) if tool.category not in categories}
+        fused = self._fusion.fuse(query, ranking.scores, leave_out)
+        if not fused:
+            return ranking
+        a = ranking
+        return Ranking(a.analysis, fused, a.coverage, a.relative, a.confidence, None, a.semantic, fused=True)
 
     # --- reading a query ------------------------------------------------------------------------------------
 

