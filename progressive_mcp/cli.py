@@ -61,6 +61,14 @@ def _spec_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _store_vectors() -> bool:
+    """Whether `spec compile` stores the tool documents' vectors: with the semantic extra, unless PMCP_SEMANTIC=off."""
+    from progressive_mcp.search import embedder
+    from progressive_mcp.search.semantic import semantic_enabled
+
+    return embedder.available() and semantic_enabled()
+
+
 def _spec_compile(args: argparse.Namespace) -> int:
     import json
 
@@ -73,6 +81,7 @@ def _spec_compile(args: argparse.Namespace) -> int:
 
     source = Path(args.file) if args.file else default_spec_path()
     try:  # validates it first: never compile a broken spec
+        vectors = _store_vectors()
         catalog, report = load_catalog_with_report(
             source, include=args.include, exclude=args.exclude, vocabulary=args.vocabulary
         )
@@ -93,7 +102,7 @@ def _spec_compile(args: argparse.Namespace) -> int:
         return 1
     shaped = choice is not None or key_format is not None
     if args.catalog or report is not None or args.include or args.exclude or shaped:  # loads without the tooling
-        text = dumps(catalog) + "\n"
+        text = dumps(catalog, vectors=vectors) + "\n"
     else:  # our own format stays itself, as JSON (it loads through the same validation as the YAML)
         data = safe_load(source.read_text(encoding="utf-8"))
         named = isinstance(data.get("search"), dict) and isinstance(data["search"].get("vocabulary"), str)

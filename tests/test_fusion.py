@@ -3,15 +3,21 @@ ranking (progressive_mcp.search.embedder, .vectors, .fusion)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from progressive_mcp.catalog import Catalog
+from progressive_mcp.cli import main
 from progressive_mcp.search import embedder, fusion, vectors
 from progressive_mcp.search.index import SearchIndex
 from progressive_mcp.sources import load_catalog
@@ -160,3 +166,67 @@ def test_a_model_that_cannot_load_leaves_the_lexical_ranking(lastfm: Catalog, ca
         assert signal.fuse("top albums", [(0, 1.0)]) is None
     warnings = [r.getMessage() for r in caplog.records if "semantic ranking is off" in r.getMessage()]
     assert warnings == ["the semantic ranking is off: its model could not be used (FileNotFoundError)"]
+
+
+# --- vectors computed once ------------------------------------------------------------------------------------
+
+COUNT_EMBEDDED = """
+import json, sys
+from progressive_mcp.search import embedder
+from progressive_mcp.search.index import SearchIndex
+from progressive_mcp.sources import load_catalog
+
+catalog = load_catalog(sys.argv[1])
+index = SearchIndex(catalog.tools, catalog.vocabulary, categories=catalog.categories, semantic=True)
+loaded = "onnxruntime" in sys.modules
+hits = [hit.name for hit in index.search(sys.argv[2], limit=5)]
+print(json.dumps({"loaded_before_search": loaded, "embedded": embedder.Embedder.shared().texts_embedded,
+                  "hits": hits}))
+"""
+
+
+def count_embedded(source: str | Path, query: str) -> dict[str, Any]:
+    """What one fresh process embeds to load a catalog and answer one search."""
+    done = subprocess.run(
+        [sys.executable, "-c", COUNT_EMBEDDED, str(source), query],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PMCP_SEMANTIC": "on"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_a_compiled_catalog_carries_its_vectors_and_a_search_embeds_only_the_query(
+    minilm: embedder.Embedder, lastfm: Catalog, tmp_path: Path
+) -> None:
+    compiled = tmp_path / "lastfm.json"
+    assert main(["spec", "compile", "--catalog", str(LASTFM), "-o", str(compiled)]) == 0
+    data = json.loads(compiled.read_text(encoding="utf-8"))
+    stored = data["vectors"]
+    assert stored["model"] == embedder.MODEL_ID and stored["document"] == vectors.DOCUMENT_VARIANT
+    rows = vectors.decode(stored["int8"])
+    assert len(rows) == len(lastfm.tools) * embedder.DIMENSION  # one int8 per dimension, per tool
+    assert len(stored["int8"]) <= 4 * (len(rows) + 2) // 3  # base64: 512 characters a tool
+
+    query = "how long is this song and which record is it from"
+    from_file = count_embedded(compiled, query)
+    assert from_file["embedded"] == 1  # the query: every tool's vector came with the catalog
+    assert not from_file["loaded_before_search"]
+    from_yaml = count_embedded(LASTFM, query)
+    assert from_yaml["embedded"] == len(lastfm.tools) + 1  # embedded lazily, at the first search, then the query
+    assert not from_yaml["loaded_before_search"]
+    assert from_file["hits"] == from_yaml["hits"] and "track.getInfo" in from_file["hits"][:2]
+
+
+def test_vectors_of_other_documents_are_not_used(lastfm: Catalog) -> None:
+    cache = vectors.VectorCache()
+    fake = LetterModel()
+    cache.offer(lastfm.tools[:2], b"\x01" * (2 * vectors.ROW_BYTES))
+    rows, embedded = vectors.rows_for(lastfm.tools[:3], cache, fake.embed)
+    assert embedded == 1 and fake.texts == [vectors.document(lastfm.tools[2])]
+    assert rows[: 2 * vectors.ROW_BYTES] == b"\x01" * (2 * vectors.ROW_BYTES)
+    changed = dataclasses.replace(lastfm.tools[0], summary="Something else entirely")
+    rows, embedded = vectors.rows_for([changed], cache, fake.embed)
+    assert embedded == 1  # a changed tool document has another key: embedded again
+    with pytest.raises(ValueError, match="2 vectors for 3 tools"):
+        cache.offer(lastfm.tools[:3], b"\x01" * (2 * vectors.ROW_BYTES))

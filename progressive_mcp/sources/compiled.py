@@ -39,6 +39,7 @@ FORMAT_VERSION = 2  # 2: shared schema parts; 1 (none) is still read
 READABLE_VERSIONS = (1, 2)
 SHARED_KEY = "$pmcp_shared"
 MIN_SHARED_CHARS = 64  # a repeated part shorter than this (as JSON) is cheaper written out than referenced
+VECTORS_KEY = "vectors"  # optional: the tool documents' MiniLM vectors (`to_data(vectors=True)`)
 SCHEMA_FIELDS = ("input_schema", "output_schema")  # of a tool record; a parameter's `schema` too
 
 
@@ -46,7 +47,9 @@ def is_compiled(data: Any) -> bool:
     return isinstance(data, dict) and FORMAT_KEY in data
 
 
-def to_data(catalog: Catalog) -> dict[str, Any]:
+def to_data(catalog: Catalog, *, vectors: bool = False) -> dict[str, Any]:
+    """The catalog as plain data; `vectors`: with each tool document's MiniLM vector (the semantic extra), so a
+    search of the loaded catalog embeds only its queries."""
     tools = [_record(tool) for tool in catalog.tools]
     shared = _share(tools)
     return {
@@ -57,7 +60,28 @@ def to_data(catalog: Catalog) -> dict[str, Any]:
         "tools": tools,
         **({"shared": shared} if shared else {}),
         **({"vocabulary": dict(catalog.vocabulary.data)} if catalog.vocabulary.data else {}),
+        **({VECTORS_KEY: _vectors(catalog)} if vectors and catalog.tools else {}),
     }
+
+
+def _vectors(catalog: Catalog) -> dict[str, str]:
+    from progressive_mcp.search import embedder
+    from progressive_mcp.search import vectors as tool_vectors
+
+    rows, _ = tool_vectors.rows_for(catalog.tools)
+    # One int8 row per tool, in tool order, as base64: 512 characters a tool. Read back under each tool document's
+    # content key, so a row whose document has changed since (another version of progressive-mcp) is not used.
+    return {"model": embedder.MODEL_ID, "document": tool_vectors.DOCUMENT_VARIANT, "int8": tool_vectors.encode(rows)}
+
+
+def _offer_vectors(data: Any, catalog: Catalog) -> None:
+    """Hands a compiled catalog's vectors to the process's vector cache, unread until a search needs them."""
+    from progressive_mcp.search import embedder
+    from progressive_mcp.search import vectors as tool_vectors
+
+    if not isinstance(data, dict) or data.get("model") != embedder.MODEL_ID or not isinstance(data.get("int8"), str):
+        return  # another model's vectors: the documents are embedded again, lazily, when first searched
+    tool_vectors.VectorCache.shared().offer(catalog.tools, tool_vectors.decode(data["int8"]))
 
 
 def _schemas(tool: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
@@ -155,8 +179,8 @@ def _expanded(tools: list[Any], shared: list[Any]) -> None:
             record[field_name] = expand(record[field_name])
 
 
-def dumps(catalog: Catalog) -> str:
-    return json.dumps(to_data(catalog), separators=(",", ":"), ensure_ascii=False)
+def dumps(catalog: Catalog, *, vectors: bool = False) -> str:
+    return json.dumps(to_data(catalog, vectors=vectors), separators=(",", ":"), ensure_ascii=False)
 
 
 def loads(text: str, source: str = "<compiled catalog>") -> Catalog:
@@ -190,6 +214,11 @@ def from_data(data: Any, source: str = "<compiled catalog>") -> Catalog:
     unrooted = [f"{name}: the path {path!r} does not start with /" for name, path in routes if path[:1] != "/"]
     if unrooted:  # as its source would have been (progressive_mcp.sources.openapi): it could name another host
         raise SpecError(source, unrooted)
+    if VECTORS_KEY in data:
+        try:
+            _offer_vectors(data[VECTORS_KEY], catalog)
+        except ValueError as exc:
+            raise SpecError(source, [f"a compiled catalog with broken vectors ({exc})"]) from None
     return catalog
 
 
