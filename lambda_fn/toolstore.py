@@ -10,6 +10,7 @@ is zlib-compressed JSON:
 | `tool` | `SERVER#TOOL` | `server`, `name`, `public_name`, `hash`, `indexed_seq` (N), `definition` (B) |
 | `approval` | `SERVER#TOOL` | `hash`, `definition` (B): the tool's approved definition (see `pins`) |
 | `server` | `SERVER` | `synced_at` (N), `fingerprint` |
+| `vector` | `KEY` | `row` (B): a tool document's int8 vector, by `search.vectors.key_of` (model + digest) |
 | `meta` | `meta` | `seq` (N: the last sync's number), `generation` (N: moves with every write), `schema_version` (N) |
 
 Server names hold no `#` (`[A-Za-z0-9_-]`), so `SERVER#` prefixes exactly one server's tools. A sync's writes are
@@ -39,7 +40,8 @@ from progressive_mcp.gateway.store import (
     legacy_digest,
 )
 
-TOOL, APPROVAL, SERVER, META = "tool", "approval", "server", "meta"
+TOOL, APPROVAL, SERVER, META, VECTOR = "tool", "approval", "server", "meta", "vector"
+BATCH_GET_SIZE = 100  # BatchGetItem's limit
 BATCH_SIZE = 25  # BatchWriteItem's limit
 MAX_BATCH_ROUNDS = 8  # unprocessed items are sent again this many times before the write fails
 
@@ -86,6 +88,22 @@ class DynamoToolStore:
         ).get("Item")
         return int(item["generation"]["N"]) if item and "generation" in item else 0
 
+    def vectors(self, keys: Iterable[str]) -> dict[str, bytes]:
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, bytes] = {}
+        for start in range(0, len(wanted), BATCH_GET_SIZE):
+            request: dict[str, Any] = {
+                self.table_name: {"Keys": [_key(VECTOR, key) for key in wanted[start : start + BATCH_GET_SIZE]]}
+            }
+            for _ in range(MAX_BATCH_ROUNDS):
+                answer = self.client.batch_get_item(RequestItems=request)
+                for item in answer.get("Responses", {}).get(self.table_name, []):
+                    found[item["sk"]["S"]] = bytes(item["row"]["B"])
+                request = answer.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+        return found
+
     # --- writes --------------------------------------------------------------------------------------------
 
     def apply(
@@ -115,6 +133,10 @@ class DynamoToolStore:
         )
         self._add(META, "generation")
         return seq
+
+    def put_vectors(self, rows: Mapping[str, bytes]) -> None:
+        # Not a change of the documents: the generation stays, no reader reloads for it.
+        self._batch([{"PutRequest": {"Item": {**_key(VECTOR, key), "row": {"B": row}}}} for key, row in rows.items()])
 
     def forget(self, server: str) -> int:
         prefix = {":prefix": {"S": f"{server}#"}}

@@ -20,8 +20,12 @@ from lambda_fn.sync import handler as sync_handler
 from lambda_fn.sync import run_sync
 from lambda_fn.toolstore import DynamoToolStore
 from progressive_mcp.errors import ConfigError
+from progressive_mcp.gateway.config import ServerConfig
 from progressive_mcp.gateway.documents import ToolDocument, tool_hash
 from progressive_mcp.gateway.store import Approval, SqliteToolStore, ToolStore
+from progressive_mcp.gateway.sync import sync_server
+from progressive_mcp.gateway.tools import catalog_tool
+from progressive_mcp.search import embedder, vectors
 from progressive_mcp.surfaces.endpoint import HttpRequest
 
 REGION = "us-east-1"
@@ -268,3 +272,32 @@ def test_a_pinned_tool_is_approved_through_the_sync_function(
         assert "toy.add" in endpoint.surface.catalog
     finally:
         endpoint.close()
+
+
+@pytest.mark.skipif(not embedder.available(), reason="the semantic extra is not installed")
+def test_a_sync_embeds_a_tool_once_and_again_when_it_changes(store: ToolStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PMCP_SEMANTIC", "on")
+    server = ServerConfig(name="notes", transport="http", url="http://127.0.0.1:9/mcp", written="http://x/mcp")
+    listing = [
+        {"name": "add_note", "description": "Save a note for later.", "inputSchema": {"type": "object"}},
+        {"name": "find_notes", "description": "Search the saved notes.", "inputSchema": {"type": "object"}},
+    ]
+    model = embedder.Embedder.shared()
+
+    def synced(tools: list[dict[str, Any]]) -> int:
+        before = model.texts_embedded
+        assert sync_server(server, store, lambda name: [dict(t) for t in tools]).error is None
+        return model.texts_embedded - before
+
+    assert synced(listing) == 2
+    assert synced(listing) == 0  # unchanged: the stored vectors are kept
+    changed = [listing[0], {**listing[1], "description": "Search the saved notes by tag."}]
+    assert synced(changed) == 1  # only the changed tool
+    catalog_tools = [catalog_tool(server, item) for item in store.tools("notes")]
+    keys = [vectors.key_of(tool) for tool in catalog_tools]
+    rows = store.vectors(keys)
+    assert sorted(rows) == sorted(keys) and all(len(row) == vectors.ROW_BYTES for row in rows.values())
+    # A search of the gateway's catalog takes them from the store: nothing but the query is embedded.
+    cache = vectors.VectorCache()
+    cache.offer_lookup(catalog_tools, store.vectors)
+    assert vectors.rows_for(catalog_tools, cache, embed=lambda texts: pytest.fail(f"embedded {texts}"))[1] == 0

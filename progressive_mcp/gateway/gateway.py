@@ -84,6 +84,7 @@ class Gateway:
         self._listeners: list[Callable[[Catalog], None]] = []
         self._generation, stored = self._read_store()
         self._catalog, self.withheld = gateway_catalog(config, stored, base=base)
+        self._offer_vectors(self._catalog)
         self.last_report: SyncReport | None = None
         self._down: dict[str, ServerDown] = {}  # the servers whose last sync here failed
         self._retrying: set[str] = set()
@@ -246,9 +247,18 @@ class Gateway:
             if catalog.version == self._catalog.version and withheld == self.withheld:
                 return False
             self._catalog, self.withheld = catalog, withheld
+        self._offer_vectors(catalog)
         for listener in self._listeners:
             listener(catalog)
         return True
+
+    def _offer_vectors(self, catalog: Catalog) -> None:
+        """Lets the first semantic search take the servers' tool vectors from the store (its sync embedded them)."""
+        served = [tool for tool in catalog.tools if tool.server is not None]
+        if served:
+            from progressive_mcp.search.vectors import VectorCache
+
+            VectorCache.shared().offer_lookup(served, self.store.vectors)
 
     def tools_changed(self, server: str) -> None:
         """A server said its tools changed: re-sync it soon (notifications arriving together make one sync)."""

@@ -109,6 +109,15 @@ class ToolStore(Protocol):
         that serve from the same store poll it to know when to reload)."""
         ...
 
+    def vectors(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """The stored tool vectors among `keys` (`search.vectors.key_of`: the model and the tool document's
+        digest), each an int8 row."""
+        ...
+
+    def put_vectors(self, rows: Mapping[str, bytes]) -> None:
+        """Keep tool vectors by key; a sync writes those of the tools it embedded."""
+        ...
+
 
 def legacy_digest(fingerprint: str) -> str:
     """What a schema-1 fingerprint (a command line with `${VAR}` expanded: it may hold a secret) becomes when its
@@ -147,6 +156,9 @@ class SqliteToolStore:
         migrated = False
         with self._lock, _transaction(self._db) as db:
             db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            # Tool vectors by content key (the model and the tool document's digest): an unchanged tool keeps its
+            # key and is never embedded again. Added beside schema 2 without a migration: older readers ignore it.
+            db.execute(_VECTORS)
             row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             version = int(row[0]) if row else None
             if version is None:
@@ -261,12 +273,29 @@ class SqliteToolStore:
         with self._lock:
             return int(self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
 
+    def vectors(self, keys: Iterable[str]) -> dict[str, bytes]:
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, bytes] = {}
+        with self._lock:
+            for start in range(0, len(wanted), 500):  # under SQLite's limit of bound parameters
+                chunk = wanted[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(f"SELECT key, row FROM vectors WHERE key IN ({marks})", chunk).fetchall()
+                found.update((key, bytes(row)) for key, row in rows)
+        return found
+
+    def put_vectors(self, rows: Mapping[str, bytes]) -> None:
+        # Not a change of the documents: the generation stays, no reader reloads for it.
+        with self._lock, _transaction(self._db) as db:
+            db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", list(rows.items()))
+
 
 _TOOLS = """CREATE TABLE tools (
     server TEXT NOT NULL, name TEXT NOT NULL, public_name TEXT NOT NULL, hash TEXT NOT NULL,
     definition TEXT NOT NULL, indexed_seq INTEGER NOT NULL, PRIMARY KEY (server, name))"""
 _APPROVALS = """CREATE TABLE approvals (
     server TEXT NOT NULL, name TEXT NOT NULL, hash TEXT NOT NULL, definition TEXT, PRIMARY KEY (server, name))"""
+_VECTORS = "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, row BLOB NOT NULL)"
 _SERVERS = "CREATE TABLE servers (server TEXT PRIMARY KEY, synced_at REAL NOT NULL, fingerprint TEXT NOT NULL)"
 
 

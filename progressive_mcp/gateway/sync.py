@@ -24,6 +24,7 @@ from progressive_mcp.gateway.documents import ToolDocument, documents
 from progressive_mcp.gateway.limits import bound_listing
 from progressive_mcp.gateway.pins import approved_by_sync
 from progressive_mcp.gateway.store import StoredTool, ToolStore, legacy_digest
+from progressive_mcp.gateway.tools import catalog_tool
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +206,33 @@ def _store(
         fingerprint=server.fingerprint,
         approved=approved_by_sync(current, stored, pinned=pinned, first_sync=state is None),
     )
+    _store_vectors(server, store, current)
     return ServerSync(server.name, change, seq=seq if change.changed else None, notes=notes)
+
+
+def _store_vectors(server: ServerConfig, store: ToolStore, current: list[ToolDocument]) -> None:
+    """Embeds the server's tools the store has no vector for (an unchanged tool keeps its key: never embedded
+    again), with the semantic extra, unless PMCP_SEMANTIC=off. A failure costs the vectors alone: a search embeds
+    what is missing."""
+    from progressive_mcp.search import embedder
+    from progressive_mcp.search.semantic import semantic_enabled
+
+    if not current or not embedder.available() or not semantic_enabled():
+        return
+    from progressive_mcp.search import vectors
+
+    try:
+        tools = [catalog_tool(server, StoredTool(doc, 0)) for doc in current]
+        keys = [vectors.key_of(tool) for tool in tools]
+        have = store.vectors(keys)
+        missing = [tool for tool, key in zip(tools, keys, strict=True) if key not in have]
+        if missing:
+            cache = vectors.VectorCache()  # this sync's own: rows_for embeds all of `missing`
+            rows, _ = vectors.rows_for(missing, cache)
+            step = vectors.ROW_BYTES
+            store.put_vectors({vectors.key_of(t): rows[i * step : (i + 1) * step] for i, t in enumerate(missing)})
+    except Exception as exc:
+        logger.warning("the tool vectors of %s were not stored", server.name, extra={"error": type(exc).__name__})
 
 
 def _read(server: ServerConfig, list_tools: ListTools) -> list[dict[str, Any]] | _Unread:

@@ -46,7 +46,7 @@ from progressive_mcp.search.evaluation import (
     select_split,
     summary,
 )
-from progressive_mcp.search.semantic import semantic_enabled
+from progressive_mcp.search.semantic import describe, semantic_enabled
 from progressive_mcp.sources import load_catalog
 from progressive_mcp.sources.bounded_yaml import AliasExpansionError, safe_load
 
@@ -405,14 +405,7 @@ def _footer(figures: Mapping[str, Any]) -> list[str]:
         else:
             for part_split, part_role in role.items():
                 by_role[part_role].append(f"{catalog['name']} [{part_split}]")
-    lines.append(
-        "semantic signal: "
-        + (
-            "on (the semantic extra is installed; PMCP_SEMANTIC=off for the lexical engine alone)"
-            if figures.get("semantic")
-            else "off (lexical engine alone)"
-        )
-    )
+    lines.append("semantic signal: " + describe(bool(figures.get("semantic"))))
     roles = "; ".join(f"{role}: {', '.join(names)}" for role, names in by_role.items() if names)
     lines.append(f"roles: {roles}; the reference is left out of the means.")
     for mean in figures["means"]:

@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.errors import InputFileError
-from progressive_mcp.search.semantic import semantic_enabled
+from progressive_mcp.search.semantic import describe, semantic_enabled
 from progressive_mcp.sources import load_catalog
 
 Ranker = Callable[[str, int], list[str]]
@@ -534,7 +534,7 @@ def evaluation_report(
         if found is not None:
             figures["misses"] = found
         return json.dumps(figures, indent=2)
-    signal = "on" if semantic_enabled() else "off"
+    signal = describe(semantic_enabled())
     title = f"TOOL_SEARCH evaluation: {queries_path}, split {split}, {len(catalog)} tools, semantic signal {signal}"
     text = f"{title}\n{format_table(runs)}"
     if found is not None:

@@ -75,6 +75,18 @@ def semantic_enabled(environ: Mapping[str, str] | None = None) -> bool:
     return False
 
 
+def describe(enabled: bool) -> str:
+    """What the semantic signal is in this installation, for reports (the eval's)."""
+    if not enabled:
+        return "off (lexical engine alone)"
+    from progressive_mcp.search import embedder
+
+    parts = "WordLlama's second opinion on queries judged off-topic"
+    if embedder.available():
+        parts += ", MiniLM's ranking fused into every answer (uncurated catalogs; search/fusion.py)"
+    return f"on (the semantic extra is installed: {parts}; PMCP_SEMANTIC=off for the lexical engine alone)"
+
+
 @lru_cache(maxsize=1)
 def everyday_requests() -> tuple[str, ...]:
     """The everyday requests that set each catalog's bar (``everyday.txt``, comments and blank lines left out)."""

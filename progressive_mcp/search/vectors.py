@@ -17,8 +17,9 @@ matrix or a vector is asked for.
 from __future__ import annotations
 
 import base64
+import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from progressive_mcp.search import dense, embedder
@@ -33,6 +34,8 @@ ROW_BYTES = embedder.DIMENSION  # one int8 per dimension
 DOCUMENT_VARIANT: dense.DocumentVariant = "short"  # the best measured with MiniLM on the tuning sets (issue 29)
 
 Embed = Callable[[Sequence[str]], "NDArray[np.float32]"]
+Lookup = Callable[[list[str]], Mapping[str, bytes]]  # keys -> the rows a store holds for some of them
+log = logging.getLogger(__name__)
 
 
 def document(tool: CatalogTool) -> str:
@@ -88,6 +91,7 @@ class VectorCache:
     def __init__(self) -> None:
         self._rows: dict[str, bytes] = {}
         self._offered: list[tuple[Sequence[CatalogTool], bytes]] = []
+        self._lookups: list[tuple[Sequence[CatalogTool], Lookup]] = []
         self._lock = threading.Lock()
 
     @classmethod
@@ -109,6 +113,11 @@ class VectorCache:
         with self._lock:
             self._offered.append((tools, rows))
 
+    def offer_lookup(self, tools: Sequence[CatalogTool], lookup: Lookup) -> None:
+        """A place holding some of `tools`' rows (the gateway's tool store), asked once, when first needed."""
+        with self._lock:
+            self._lookups.append((tools, lookup))
+
     def put(self, items: Iterable[tuple[str, bytes]]) -> None:
         with self._lock:
             self._rows.update(items)
@@ -123,6 +132,15 @@ class VectorCache:
             for i, tool in enumerate(tools):
                 self._rows.setdefault(key_of(tool), rows[i * ROW_BYTES : (i + 1) * ROW_BYTES])
         self._offered.clear()
+        for tools, lookup in self._lookups:
+            keys = [key for key in map(key_of, tools) if key not in self._rows]
+            try:
+                found = lookup(keys) if keys else {}
+            except Exception as exc:  # a store that cannot be read: the documents are embedded instead
+                log.warning("stored tool vectors cannot be read (%s)", type(exc).__name__)
+                continue
+            self._rows.update((key, row) for key, row in found.items() if len(row) == ROW_BYTES)
+        self._lookups.clear()
 
 
 def rows_for(
