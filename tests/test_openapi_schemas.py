@@ -189,6 +189,7 @@ SLIPS = {
 }
 
 
+@pytest.mark.slow
 def test_enums_and_defaults_of_the_wrong_type_are_read_as_the_declared_type(tmp_path: Path) -> None:
     document = tmp_path / "slips.json"
     document.write_text(json.dumps(SLIPS))
