@@ -514,6 +514,7 @@ def test_spec_files_follow_references_into_nested_folders(tmp_path: Path) -> Non
     assert inputs.fingerprint() != third
 
 
+@pytest.mark.spawns
 def test_bytecode_interpreter_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     monkeypatch.delenv(bundling.BUNDLE_PYTHON_ENV, raising=False)
