@@ -21,10 +21,16 @@ _PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.fork", "o
 _started: list[str] = []
 
 
+# aws_cdk's jsii kernel: one node process per Python process, started by whichever test first builds a stack, so
+# it is shared like a session fixture (which test pays for it depends on how xdist deals the tests).
+_SHARED_PER_PROCESS = ("jsii-runtime.js",)
+
+
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     if event in _PROCESS_EVENTS:
-        what = args[1] if event == "subprocess.Popen" and len(args) > 1 else args
-        _started.append(f"{event} {str(what)[:160]}")
+        what = str(args[1] if event == "subprocess.Popen" and len(args) > 1 else args)
+        if not any(name in what for name in _SHARED_PER_PROCESS):
+            _started.append(f"{event} {what[:160]}")
 
 
 sys.addaudithook(_audit)  # an audit hook cannot be removed: it only appends to a list
