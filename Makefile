@@ -34,7 +34,7 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -m "not slow" -n auto
+	$(PY) -m pytest -q -m "not slow" -n auto --dist loadgroup
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow -n auto

@@ -784,6 +784,7 @@ def _fresh_import(env: dict[str, str], code: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_handler_module_imports_boto3_only_when_asked() -> None:
     code = (
         "import sys, json, lambda_fn.handler as h; "

@@ -248,6 +248,7 @@ def _script_answer(state: dict[str, Any]) -> dict[str, Any]:
     return dict(answer["structuredContent"])
 
 
+@pytest.mark.slow
 def test_code_mode_runs_from_the_asset_alone_and_survives_freezes_and_dead_workers(
     host_asset: Path, instance: _Instance
 ) -> None:
@@ -293,6 +294,7 @@ def test_code_mode_runs_from_the_asset_alone_and_survives_freezes_and_dead_worke
     assert again["workers"] and not set(again["workers"]) & set(workers)
 
 
+@pytest.mark.slow
 def test_a_script_whose_worker_dies_after_a_tool_call_fails_and_is_not_run_again(instance: _Instance) -> None:
     """Once a script has called a tool, a second run could repeat the call: its worker's death is its error."""
     instance.read()
@@ -512,6 +514,7 @@ def test_spec_files_follow_references_into_nested_folders(tmp_path: Path) -> Non
     assert inputs.fingerprint() != third
 
 
+@pytest.mark.spawns
 def test_bytecode_interpreter_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     monkeypatch.delenv(bundling.BUNDLE_PYTHON_ENV, raising=False)
@@ -532,6 +535,7 @@ def test_host_target_for_another_python_asks_pip_for_that_pythons_wheels() -> No
     assert BundleTarget.host("3.99").describe().endswith("CPython 3.99")
 
 
+@pytest.mark.slow
 def test_without_a_package_index_the_build_says_so_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`make synth` on a machine without a package index: one line that says why, not pip's whole output."""
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
@@ -574,6 +578,7 @@ print(json.dumps(h.handler(event, None)))
 """
 
 
+@pytest.mark.slow
 def test_a_gateway_asset_carries_the_sdk_client_and_reaches_a_server(tmp_path: Path) -> None:
     """With `-c servers=FILE` the stack builds the asset with gateway=True: the SDK's client comes along (the
     default asset leaves it out), and the handler, from the asset alone, syncs and calls a real MCP server."""

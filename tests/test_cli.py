@@ -83,6 +83,7 @@ def runs(files: dict[str, Path]) -> dict[str, Run]:
     return results
 
 
+@pytest.mark.slow
 def test_spec_check_of_the_bundled_spec_is_ok(runs: dict[str, Run]) -> None:
     run = runs["check_bundled"]
     assert run.returncode == 0, run.stderr
@@ -116,6 +117,7 @@ def test_spec_schema_prints_the_committed_schema(runs: dict[str, Run]) -> None:
     assert json.loads(run.stdout) == json.loads((REPO / "spec" / "spec.schema.json").read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 def test_sample_upstream_command_takes_its_own_flags() -> None:
     """`progressive-mcp sample-upstream --port N` (as documented), not only `python -m ... --port N`."""
     import urllib.request
@@ -139,6 +141,7 @@ def test_sample_upstream_command_takes_its_own_flags() -> None:
         process.wait(timeout=10)
 
 
+@pytest.mark.spawns
 def test_stdio_server_and_serve_start_from_any_directory(tmp_path: Path) -> None:
     """Desktop clients start `.venv/bin/python -m stdio_server` (or `progressive-mcp serve`) from anywhere: the
     make-built venv puts the clone on sys.path, so the checkout-only entry points still resolve."""

@@ -123,6 +123,7 @@ def index() -> dense.DenseIndex:
 # --- without the model ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_importing_the_module_loads_neither_numpy_nor_wordllama() -> None:
     code = (
         "import json, sys; import progressive_mcp.search.dense as d; d.available(); "
@@ -259,6 +260,7 @@ def test_the_model_is_loaded_once_per_dimension() -> None:
     assert dense.model(128) is not dense.model(256)
 
 
+@pytest.mark.slow
 @needs_wordllama
 def test_loading_reads_only_the_wheel_and_leaves_logging_alone(tmp_path: Path) -> None:
     # A fresh interpreter with no network namespace trick: HF_HUB_OFFLINE and an unreachable proxy make any download

@@ -322,6 +322,7 @@ def test_cli_exits_2_on_an_invalid_file(tmp_path: Path, capsys: pytest.CaptureFi
     assert "cannot read the file" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_console_script_runs_eval(query_file: Path) -> None:
     script = Path(sys.executable).with_name("progressive-mcp")
     command = [str(script)] if script.is_file() else [sys.executable, "-m", "progressive_mcp.cli"]

@@ -325,6 +325,7 @@ class ShortContext:
         return self.remaining_ms
 
 
+@pytest.mark.slow
 def test_the_invocations_remaining_time_caps_the_deadline(upstream: SampleUpstream) -> None:
     upstream.reset()
     upstream.faults.delay_s = 3.0

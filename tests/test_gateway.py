@@ -235,6 +235,7 @@ def test_the_hash_changes_with_what_an_agent_is_shown_and_not_with_key_order() -
 # Sync.
 
 
+@pytest.mark.slow
 def test_sync_applies_create_update_delete_and_reindexes_only_what_changed(
     gateway: Gateway, toy_files: tuple[Path, Path]
 ) -> None:
@@ -275,6 +276,7 @@ def test_sync_applies_create_update_delete_and_reindexes_only_what_changed(
     assert {t.document.public_name: t.indexed_seq for t in gateway.store.tools()} == seq_after
 
 
+@pytest.mark.slow
 def test_start_answers_from_the_store_without_contacting_any_server(
     toy_files: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -294,6 +296,7 @@ def test_start_answers_from_the_store_without_contacting_any_server(
         again.close()
 
 
+@pytest.mark.slow
 def test_a_list_changed_notification_resyncs_within_a_second(gateway: Gateway, toy_files: tuple[Path, Path]) -> None:
     _, tools_file = toy_files
     gateway.sync()
@@ -307,6 +310,7 @@ def test_a_list_changed_notification_resyncs_within_a_second(gateway: Gateway, t
     assert "toy.translate" in gateway.catalog, "no re-sync within a second of the notification"
 
 
+@pytest.mark.slow
 def test_a_server_that_cannot_be_read_keeps_its_stored_tools(gateway: Gateway, toy_files: tuple[Path, Path]) -> None:
     _, tools_file = toy_files
     gateway.sync()
@@ -321,6 +325,7 @@ def test_a_server_that_cannot_be_read_keeps_its_stored_tools(gateway: Gateway, t
 # Calls.
 
 
+@pytest.mark.spawns
 def test_results_pass_through_whole(gateway: Gateway) -> None:
     gateway.sync()
     added = call(gateway, "toy.add", {"a": 2, "b": 3})
@@ -334,6 +339,7 @@ def test_results_pass_through_whole(gateway: Gateway) -> None:
     assert direct["structuredContent"] == {"sum": 2}
 
 
+@pytest.mark.slow
 def test_a_code_mode_script_calls_a_servers_tool_and_gets_its_structured_result(gateway: Gateway) -> None:
     gateway.sync()
     surface = surface_of(gateway, mode="code")
@@ -343,6 +349,7 @@ def test_a_code_mode_script_calls_a_servers_tool_and_gets_its_structured_result(
     assert not ran["isError"] and ran["structuredContent"]["result"] == {"sum": 7}
 
 
+@pytest.mark.slow
 def test_arguments_are_checked_against_the_servers_schema_before_the_call(gateway: Gateway) -> None:
     gateway.sync()
     gateway.pool.close()  # the sync started the servers: stop them
@@ -351,6 +358,7 @@ def test_arguments_are_checked_against_the_servers_schema_before_the_call(gatewa
     assert gateway.pool.connected() == []  # refused here: the server was never started
 
 
+@pytest.mark.slow
 def test_a_large_result_is_previewed_within_the_budget(gateway: Gateway, toy_files: tuple[Path, Path]) -> None:
     _, tools_file = toy_files
     write_tools(tools_file, [toy_tool("big", "A long text.", "big", words={"type": "integer"})])
@@ -360,6 +368,7 @@ def test_a_large_result_is_previewed_within_the_budget(gateway: Gateway, toy_fil
     assert "truncated" in envelope and len(result["content"][0]["text"]) < 8000
 
 
+@pytest.mark.slow
 def test_a_crashing_server_costs_only_its_own_tools(gateway: Gateway) -> None:
     gateway.sync()
     crashed = call(gateway, "toy.crash", {})
@@ -373,6 +382,7 @@ def test_a_crashing_server_costs_only_its_own_tools(gateway: Gateway) -> None:
     assert not call(gateway, "toy.echo", {"text": "back"})["isError"]  # started again after the backoff
 
 
+@pytest.mark.slow
 def test_a_hanging_server_costs_only_its_own_tools(toy_files: tuple[Path, Path], tmp_path: Path) -> None:
     servers, _tools_file = toy_files
     first = Gateway.open(servers, tmp_path / "hang.sqlite3")
@@ -393,6 +403,7 @@ def test_a_hanging_server_costs_only_its_own_tools(toy_files: tuple[Path, Path],
         gw.close()
 
 
+@pytest.mark.slow
 def test_server_secrets_stay_out_of_answers_errors_logs_and_the_store(
     gateway: Gateway, toy_files: tuple[Path, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -409,6 +420,7 @@ def test_server_secrets_stay_out_of_answers_errors_logs_and_the_store(
         assert SECRET not in text
 
 
+@pytest.mark.slow
 def test_a_pinned_tool_that_changes_is_withheld_until_approved(toy_files: tuple[Path, Path], tmp_path: Path) -> None:
     servers, tools_file = toy_files
     data = json.loads(servers.read_text())
@@ -459,6 +471,7 @@ def add_memory_and_own_server(servers: Path, tmp_path: Path, name: str, category
     servers.write_text(json.dumps(data))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("npx") is None, reason="npx (Node) is not installed")
 def test_one_stdio_endpoint_in_front_of_three_kinds_of_server(toy_files: tuple[Path, Path], tmp_path: Path) -> None:
     servers, _tools_file = toy_files
@@ -503,6 +516,7 @@ def test_one_stdio_endpoint_in_front_of_three_kinds_of_server(toy_files: tuple[P
     assert seen["schema"]["required"] == ["symbol"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("npx") is None, reason="npx (Node) is not installed")
 def test_one_http_endpoint_serves_a_spec_beside_three_kinds_of_server(
     toy_files: tuple[Path, Path], tmp_path: Path
@@ -583,6 +597,7 @@ def test_one_http_endpoint_serves_a_spec_beside_three_kinds_of_server(
     assert SECRET not in (tmp_path / "serve.log").read_text()
 
 
+@pytest.mark.slow
 def test_a_spec_sits_beside_the_servers_in_one_catalog(gateway: Gateway, toy_files: tuple[Path, Path]) -> None:
     servers, _ = toy_files
     gateway.sync()
@@ -609,6 +624,7 @@ def test_a_server_named_like_a_spec_category_is_refused(tmp_path: Path) -> None:
         Gateway.from_settings(settings, store=SqliteToolStore(":memory:"))
 
 
+@pytest.mark.slow
 def test_a_reader_reloads_when_another_process_syncs_the_store(
     gateway: Gateway, toy_files: tuple[Path, Path], tmp_path: Path
 ) -> None:

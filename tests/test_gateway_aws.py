@@ -164,6 +164,7 @@ def rpc(endpoint: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.slow
 def test_the_scheduled_sync_writes_the_store_and_the_endpoint_serves_it_without_waiting(
     aws: None, servers_file: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -199,6 +200,7 @@ def test_the_scheduled_sync_writes_the_store_and_the_endpoint_serves_it_without_
         endpoint.close()
 
 
+@pytest.mark.slow
 def test_the_servers_files_variables_can_come_from_a_secret(
     aws: None, servers_file: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -227,6 +229,7 @@ def test_a_sync_event_naming_an_unknown_server_is_refused(aws: None, servers_fil
         run_sync({"servers": ["nope"]}, lambda_env(servers))
 
 
+@pytest.mark.slow
 def test_without_a_table_the_lambda_keeps_its_store_in_tmp(
     servers_file: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -246,6 +249,7 @@ def test_without_a_table_the_lambda_keeps_its_store_in_tmp(
         endpoint.close()
 
 
+@pytest.mark.slow
 def test_a_pinned_tool_is_approved_through_the_sync_function(
     aws: None, servers_file: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

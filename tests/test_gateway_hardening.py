@@ -51,6 +51,7 @@ def failing_servers(tmp_path: Path) -> Path:
     return servers
 
 
+@pytest.mark.slow
 def test_sync_stores_the_healthy_servers_and_exits_non_zero_naming_the_failing_ones(
     failing_servers: Path, tmp_path: Path
 ) -> None:
@@ -68,6 +69,7 @@ def test_sync_stores_the_healthy_servers_and_exits_non_zero_naming_the_failing_o
         gateway.close()
 
 
+@pytest.mark.slow
 def test_sync_names_each_failure_once_and_says_stored_tools_are_kept_only_when_there_are_some(
     failing_servers: Path, tmp_path: Path
 ) -> None:
@@ -85,6 +87,7 @@ def test_sync_names_each_failure_once_and_says_stored_tools_are_kept_only_when_t
     assert len([line for line in (second.stdout + second.stderr).splitlines() if "good" in line]) == 1, second
 
 
+@pytest.mark.slow
 def test_a_server_that_failed_is_listed_as_unavailable_with_why_and_when_it_is_retried(
     failing_servers: Path, tmp_path: Path
 ) -> None:
@@ -126,6 +129,7 @@ def test_a_server_that_failed_is_listed_as_unavailable_with_why_and_when_it_is_r
         gateway.close()
 
 
+@pytest.mark.slow
 def test_stdio_starts_with_a_failing_server_and_serves_the_others(failing_servers: Path, tmp_path: Path) -> None:
     index = tmp_path / "stdio.sqlite3"
     params = StdioServerParameters(
@@ -145,6 +149,7 @@ def test_stdio_starts_with_a_failing_server_and_serves_the_others(failing_server
     assert added == {"tool": "good.add", "data": {"sum": 5}}
 
 
+@pytest.mark.slow
 def test_serve_starts_with_a_failing_server_and_serves_the_others(failing_servers: Path, tmp_path: Path) -> None:
     command = [
         sys.executable, "-m", "progressive_mcp", "serve", "--port", "0",
@@ -215,6 +220,7 @@ def store_bytes(index: Path) -> bytes:
     return b"".join(p.read_bytes() for p in index.parent.glob(index.name + "*"))
 
 
+@pytest.mark.slow
 def test_a_secret_in_args_is_not_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARG_SECRET", ARG_SECRET)
     servers = secret_arg_servers(tmp_path)
@@ -230,6 +236,7 @@ def test_a_secret_in_args_is_not_stored(tmp_path: Path, monkeypatch: pytest.Monk
         gateway.close()
 
 
+@pytest.mark.slow
 def test_a_changed_command_is_another_server_and_a_rotated_secret_is_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -259,6 +266,7 @@ def mode(path: Path) -> int:
     return path.stat().st_mode & 0o777
 
 
+@pytest.mark.slow
 def test_the_store_and_its_folder_are_private_to_their_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("ARG_SECRET", ARG_SECRET)
@@ -293,6 +301,7 @@ def test_an_older_world_readable_store_is_made_private(tmp_path: Path, monkeypat
         store.close()
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("aws")
 def test_a_secret_in_args_is_not_stored_in_dynamodb(tmp_path: Path) -> None:
     import boto3
@@ -361,11 +370,13 @@ def withheld(gateway: Gateway) -> dict[str, dict[str, Any]]:
     return {w["name"]: w for w in listed.get("withheld", [])}
 
 
+@pytest.mark.slow
 def test_the_first_sync_of_a_pinned_server_trusts_the_tools_it_lists(pinned: Any) -> None:
     gateway, _, _ = pinned
     assert "toy.add" in gateway.catalog and len(gateway.catalog) == len(TOY_TOOLS) and not gateway.withheld
 
 
+@pytest.mark.slow
 def test_dropping_and_relisting_a_tool_does_not_get_around_its_pin(pinned: Any) -> None:
     gateway, tools_file, _ = pinned
     without_add = [t for t in TOY_TOOLS if t["name"] != "add"]
@@ -388,6 +399,7 @@ def test_dropping_and_relisting_a_tool_does_not_get_around_its_pin(pinned: Any) 
     assert called["isError"] and "withheld" in message and f"--approve toy.add@{entry['hash']}" in message
 
 
+@pytest.mark.slow
 def test_a_withheld_tool_says_so_and_how_to_approve_it_through_every_way_to_reach_it(pinned: Any) -> None:
     from test_gateway import surface_of
 
@@ -428,6 +440,7 @@ def test_a_withheld_tool_says_so_and_how_to_approve_it_through_every_way_to_reac
     )
 
 
+@pytest.mark.slow
 def test_a_renamed_or_new_tool_on_a_pinned_server_is_withheld(pinned: Any) -> None:
     gateway, tools_file, _ = pinned
     renamed = [{**t, "name": "add_numbers"} if t["name"] == "add" else t for t in TOY_TOOLS]
@@ -437,6 +450,7 @@ def test_a_renamed_or_new_tool_on_a_pinned_server_is_withheld(pinned: Any) -> No
     assert "toy.add_numbers" not in gateway.catalog and "toy.exfiltrate" not in gateway.catalog
 
 
+@pytest.mark.slow
 def test_approval_names_the_reviewed_hash_and_survives_a_drop_and_relist(pinned: Any) -> None:
     from progressive_mcp.gateway.pins import ApprovalRefused, approve
 
@@ -461,6 +475,7 @@ def test_approval_names_the_reviewed_hash_and_survives_a_drop_and_relist(pinned:
     assert "toy.add" in gateway.catalog and not gateway.withheld
 
 
+@pytest.mark.slow
 def test_sync_prints_the_pending_definition_and_refuses_another_hash(pinned: Any, tmp_path: Path) -> None:
     gateway, tools_file, servers = pinned
     index = str(gateway.store.path)  # type: ignore[attr-defined]
@@ -485,6 +500,7 @@ def test_sync_prints_the_pending_definition_and_refuses_another_hash(pinned: Any
         again.close()
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("aws")
 def test_pinning_on_dynamodb_withholds_relisted_tools_and_approves_by_hash(tmp_path: Path) -> None:
     from test_gateway_aws import lambda_env, rpc
@@ -573,6 +589,7 @@ def listed_definitions(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in t.items() if k != "behaviour"} for t in tools]
 
 
+@pytest.mark.slow
 def test_a_schema_1_store_is_migrated_without_trusting_what_it_withheld(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -602,6 +619,7 @@ def test_a_schema_1_store_is_migrated_without_trusting_what_it_withheld(
         gateway.close()
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("aws")
 def test_a_schema_1_dynamodb_table_is_migrated_by_the_sync_function(tmp_path: Path) -> None:
     import boto3
@@ -662,6 +680,7 @@ def clashing(tmp_path: Path) -> Any:
     gateway.close()
 
 
+@pytest.mark.slow
 def test_two_servers_tools_get_distinct_code_mode_names_that_reach_their_own_server(clashing: Gateway) -> None:
     from test_gateway import surface_of
 
@@ -737,6 +756,7 @@ def oversized(tmp_path: Path) -> Any:
     gateway.close()
 
 
+@pytest.mark.slow
 def test_metadata_past_the_limits_is_cut_with_a_note_in_the_tool_and_the_report(oversized: Any) -> None:
     from progressive_mcp.gateway.limits import MAX_DESCRIPTION_CHARS, MAX_SCHEMA_CHARS, MAX_TOOLS_PER_SERVER
 
@@ -756,6 +776,7 @@ def test_metadata_past_the_limits_is_cut_with_a_note_in_the_tool_and_the_report(
     assert "big.huge:" in report.text() and "notes" in json.dumps(report.as_json())
 
 
+@pytest.mark.slow
 def test_any_one_tool_get_and_direct_definition_stays_within_the_budget(oversized: Any) -> None:
     from test_gateway import surface_of
 
@@ -772,6 +793,7 @@ def test_any_one_tool_get_and_direct_definition_stays_within_the_budget(oversize
     assert count_tokens(dumps(definition)) <= 2500
 
 
+@pytest.mark.slow
 def test_a_change_past_the_cut_still_moves_the_hash(oversized: Any) -> None:
     gateway, _, tools_file = oversized
     before = next(t.document.hash for t in gateway.store.tools() if t.document.name == "huge")
@@ -807,6 +829,7 @@ def test_schema_cuts_keep_the_structure_and_properties_named_like_keywords() -> 
 # The informational item: on AWS Lambda a servers file's ${VAR} may not read the function's own credentials.
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("aws")
 def test_on_lambda_a_servers_file_may_not_read_the_functions_credentials(tmp_path: Path) -> None:
     import boto3

@@ -559,6 +559,7 @@ def test_module_level_handler_answers_tools_list() -> None:
     assert set(META_TOOL_NAMES) <= set(tools)
 
 
+@pytest.mark.spawns
 def test_cold_import_in_a_fresh_interpreter() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PMCP_")}
     env["POWERTOOLS_METRICS_DISABLED"] = "true"
@@ -588,6 +589,7 @@ def test_fixture_events_are_well_formed() -> None:
             assert event["headers"]["content-length"] == str(len(raw)), name
 
 
+@pytest.mark.slow
 def test_on_lambda_the_cores_log_lines_are_powertools_json_with_the_correlation_id() -> None:
     code = (
         "import json, logging\n"

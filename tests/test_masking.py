@@ -234,7 +234,14 @@ def test_a_servers_secret_in_any_form_reaches_no_answer_error_or_printed(
     assert seen.leaks(ENV_SECRET if name == "EVIL_SECRET" else ARG_SECRET, form) == {}
 
 
-@pytest.mark.parametrize(("name", "form"), SERVER_CASES)
+# Each case starts the toy server (~4 CPU-s): make test keeps the plain form, make test-slow runs every form.
+STDERR_CASES = [
+    pytest.param(*case, marks=pytest.mark.spawns if case == ("EVIL_SECRET", "plain") else pytest.mark.slow)
+    for case in SERVER_CASES
+]
+
+
+@pytest.mark.parametrize(("name", "form"), STDERR_CASES)
 def test_a_servers_secret_on_its_stderr_reaches_no_message_log_or_sync_output(
     tmp_path: Path,
     name: str,

@@ -561,6 +561,7 @@ def test_filters_apply_to_spec_catalogs_by_category() -> None:
     assert {t.category for t in catalog.tools} == {"forex"} and list(catalog.categories) == ["forex"]
 
 
+@pytest.mark.slow
 def test_compiled_catalogs_round_trip_without_the_openapi_tooling(tmp_path: Path, tasks: Any) -> None:
     catalog = tasks[0]
     compiled = tmp_path / "tasks.catalog.json"
@@ -684,6 +685,7 @@ def test_no_real_document_is_copied_into_the_project() -> None:
             assert not any(t in text for t in titles), path
 
 
+@pytest.mark.slow
 def test_spec_check_and_compile_from_the_command_line(tmp_path: Path) -> None:
     import subprocess
     import sys

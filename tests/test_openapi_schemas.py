@@ -26,6 +26,11 @@ CONTEXT = CallContext(api_key="sk_test_schemas")
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"the real OpenAPI documents are not at {SHARED}")
 
 
+# The module's tests run on one worker (make test: --dist loadgroup): `real` loads each document once there
+# (Stripe's load alone is ~10 CPU-s).
+pytestmark = pytest.mark.xdist_group("real documents: test_openapi_schemas")
+
+
 @cache
 def real(name: str) -> tuple[Catalog, Any]:
     return load_catalog_with_report(REAL[name])
@@ -189,6 +194,7 @@ SLIPS = {
 }
 
 
+@pytest.mark.slow
 def test_enums_and_defaults_of_the_wrong_type_are_read_as_the_declared_type(tmp_path: Path) -> None:
     document = tmp_path / "slips.json"
     document.write_text(json.dumps(SLIPS))

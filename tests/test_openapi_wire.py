@@ -44,7 +44,9 @@ def load_cases() -> list[Any]:
     cases = []
     for path in sorted(CASES_DIR.glob("*.json")):
         for i, case in enumerate(json.loads(path.read_text(encoding="utf-8"))):
-            cases.append(pytest.param(case, id=f"{path.stem}[{i}]-{case['tool']}"))
+            # one worker loads each document (`make test` runs with --dist loadgroup): Stripe's load alone is ~15 CPU-s
+            group = pytest.mark.xdist_group(case["document"])
+            cases.append(pytest.param(case, id=f"{path.stem}[{i}]-{case['tool']}", marks=group))
     return cases
 
 

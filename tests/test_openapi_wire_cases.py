@@ -24,11 +24,13 @@ import reference  # noqa: E402
 pytestmark = pytest.mark.skipif(not check_cases.SHARED.is_dir(), reason="../shared/openapi is absent")
 
 
+@pytest.mark.slow
 def test_every_case_is_valid_for_its_tool_input_schema() -> None:
     cases = check_cases.load_cases()
     assert check_cases.check(cases) == []
 
 
+@pytest.mark.slow
 def test_check_reports_arguments_the_schema_refuses() -> None:
     refund = {"document": "stripe/spec3.json", "tool": "PostRefunds", "rule": "r"}
     refund["expect"] = {"method": "POST", "path": "/v1/refunds", "query": "", "content_type": None, "body": None}

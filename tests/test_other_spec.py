@@ -139,12 +139,14 @@ def assert_no_alpha_vantage(texts: list[str]) -> None:
         assert not ALIEN.search(text), ALIEN.search(text)
 
 
+@pytest.mark.slow
 def test_spec_check() -> None:
     checked = cli("spec", "check", str(SPEC))
     assert checked.returncode == 0, checked.stderr
     assert checked.stdout.startswith(f"{SPEC}: OK: 57 tools in 9 categories")
 
 
+@pytest.mark.slow
 def test_tokens() -> None:
     report = cli("tokens", "--spec", str(SPEC), "--json", "--tokenizer", "cl100k")
     assert report.returncode == 0, report.stderr
@@ -155,6 +157,7 @@ def test_tokens() -> None:
     assert all(check["ok"] for check in figures["budgets"])
 
 
+@pytest.mark.slow
 def test_eval() -> None:
     report = cli("eval", str(QUERIES), "--spec", str(SPEC), "--json")
     assert report.returncode == 0, report.stderr
@@ -162,6 +165,7 @@ def test_eval() -> None:
     assert (counts["positive"], counts["negative"]) == (200, 40)
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_stdio(upstream: str) -> None:
     params = StdioServerParameters(
@@ -209,6 +213,7 @@ async def served(upstream: str) -> AsyncIterator[str]:
             process.wait(timeout=10)
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_serve(upstream: str) -> None:
     async with (

@@ -299,6 +299,7 @@ def test_tools_lists_of_other_catalogs_are_canonical(upstream: SampleUpstream, s
 # --- the cold path ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_lambda_handler_does_not_import_mcp_types() -> None:
     code = (
         "import sys, json; import lambda_fn.handler; "

@@ -75,6 +75,7 @@ def test_both_tokenizers_count_a_non_trivial_text_differently() -> None:
     assert count_tokens(text) == cl100k  # cl100k stays the default the server counts with
 
 
+@pytest.mark.slow
 def test_importing_the_core_loads_no_vocabulary_and_a_count_loads_only_cl100k() -> None:
     code = (
         "import sys\n"
@@ -155,6 +156,7 @@ def test_the_text_report_shows_every_flow_and_the_budget_verdicts(report: dict[s
     assert text.isascii()
 
 
+@pytest.mark.slow
 def test_cli_tokens_json_counts_with_the_chosen_tokenizer() -> None:
     script = Path(sys.executable).with_name("progressive-mcp")
     command = [str(script)] if script.is_file() else [sys.executable, "-m", "progressive_mcp.cli"]

@@ -260,6 +260,7 @@ def test_answers_are_the_output_schemas_sample_seeded_by_the_tools_name(client: 
     assert client.get("/pets/2").content == reply.content  # every call to a tool: the same answer
 
 
+@pytest.mark.slow
 def test_the_same_bytes_from_another_server_and_another_process(upstream: RestUpstream, client: httpx.Client) -> None:
     with serve_rest_upstream(PETS) as other:
         assert httpx.get(other.url + "/pets/mine", headers=BEARER).content == client.get("/pets/mine").content
@@ -699,6 +700,7 @@ def test_the_sample_upstreams_fault_flags_map_onto_rest_faults() -> None:
             upstream_from_args(PETS, args, parser)
 
 
+@pytest.mark.slow
 def test_run_serves_a_catalog_and_prints_the_url_for_upstream() -> None:
     # load_catalog reads only the spec format today, whose tools have no operations: the catalog is built here,
     # and run() is what `sample-upstream --spec` calls once a catalog has them.
@@ -722,6 +724,7 @@ def test_run_serves_a_catalog_and_prints_the_url_for_upstream() -> None:
         process.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_sample_upstream_spec_without_operations_serves_alpha_vantage_and_a_bad_file_fails(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "progressive_mcp", "sample-upstream", "--port", "0"]
     missing = subprocess.run([*command, "--spec", str(tmp_path / "none.yaml")], capture_output=True, text=True)
@@ -740,6 +743,7 @@ def test_sample_upstream_spec_without_operations_serves_alpha_vantage_and_a_bad_
 # --- the Lambda asset -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_offline_modules_stay_out_of_the_lambda_asset_and_off_its_import_path() -> None:
     offline = {p.relative_to(ROOT).as_posix() for p in (ROOT / "progressive_mcp" / "offline").glob("*.py")}
     assert offline <= LOCAL_ONLY_FILES

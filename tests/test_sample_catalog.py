@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sweeps import one_per_kind
 
 from progressive_mcp.calls.arguments import prepare_arguments
 from progressive_mcp.calls.upstream import UpstreamClient, UpstreamResult, _wire_value
@@ -337,6 +338,12 @@ def all_tools() -> list[str]:
     return [tool.name for tool in load_catalog().tools]
 
 
+def tools_sweep() -> list[Any]:
+    """Every tool; `make test` keeps the first of each category (sweeps.py)."""
+    category = {tool.name: tool.category for tool in load_catalog().tools}
+    return one_per_kind(all_tools(), category.__getitem__)
+
+
 # ---- every tool answers --------------------------------------------------------------------------------
 
 
@@ -347,7 +354,7 @@ def test_the_catalog_is_what_the_sample_upstream_simulates(catalog: Catalog) -> 
     assert not hasattr(sample_upstream, "UNSIMULATED_FUNCTIONS")
 
 
-@pytest.mark.parametrize("name", all_tools())
+@pytest.mark.parametrize("name", tools_sweep())
 def test_every_tool_answers_data_with_valid_arguments(catalog: Catalog, client: UpstreamClient, name: str) -> None:
     tool = catalog.get(name)
     arguments = valid_arguments(catalog, tool)
@@ -360,7 +367,7 @@ def test_every_tool_answers_data_with_valid_arguments(catalog: Catalog, client: 
         check_json(catalog, tool, arguments, result.payload)
 
 
-@pytest.mark.parametrize("name", all_tools())
+@pytest.mark.parametrize("name", tools_sweep())
 def test_every_tool_answers_a_typical_call_and_csv_where_offered(
     catalog: Catalog, client: UpstreamClient, name: str
 ) -> None:
@@ -535,6 +542,7 @@ def test_same_request_same_bytes_for_every_tool(catalog: Catalog, sample: Sample
         HTTP_DIGESTS.append(hashlib.sha256(first).hexdigest())
 
 
+@pytest.mark.slow
 def test_same_bytes_from_a_cold_process_with_another_hash_seed(catalog: Catalog) -> None:
     """No answer depends on warm caches or on str hashing (set order, hash()): a fresh process agrees."""
     queries = all_queries(catalog)

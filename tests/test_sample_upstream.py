@@ -610,6 +610,7 @@ def test_url_and_lifecycle() -> None:
         http(server.url)
 
 
+@pytest.mark.slow
 def test_cli_serves_until_interrupted() -> None:
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.Popen(

@@ -92,6 +92,7 @@ def test_the_same_seed_gives_the_same_value_and_another_seed_another() -> None:
     assert dumps(sample_value(PET, "listOtherPets")) != first
 
 
+@pytest.mark.slow
 def test_the_same_bytes_in_other_processes_whatever_their_hash_seed() -> None:
     script = (
         "import json, sys; from progressive_mcp.offline.schema_samples import dumps, sample_value; "

@@ -535,6 +535,7 @@ def test_rate_limit_notice_is_redacted_in_every_form_of_the_key(upstream: Sample
         assert f"as {key} {notice_tail}" not in error["message"] and key not in response_text(response)
 
 
+@pytest.mark.slow
 def test_stdio_server_never_shows_its_key(upstream: SampleUpstream) -> None:
     """The stdio server holds its user's key: not in any result (even the echoing notice) nor on stderr."""
     import anyio

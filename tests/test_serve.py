@@ -477,6 +477,7 @@ class ServeProcess:
         self.finish()
 
 
+@pytest.mark.slow
 def test_cli_serve_with_sample_upstream() -> None:
     with ServeProcess("--sample-upstream") as serve:
         assert serve.port > 0  # --port 0 announces the port it really got
@@ -508,6 +509,7 @@ def _bearer_from(banner: str) -> str:
     return match.group(1)
 
 
+@pytest.mark.slow
 def test_cli_serve_server_key_with_the_sample_upstream_makes_a_token() -> None:
     with ServeProcess("--sample-upstream", "--auth-mode", "server-key") as serve:
         assert "?apikey" not in serve.banner
@@ -526,6 +528,7 @@ def test_cli_serve_server_key_with_the_sample_upstream_makes_a_token() -> None:
         assert _bearer_from(again.banner) != token  # made for each run
 
 
+@pytest.mark.slow
 def test_cli_serve_server_key_names_the_configured_tokens() -> None:
     env = {"PMCP_ENDPOINT_TOKENS": f"{TOKEN_ONE},{TOKEN_TWO}", "ALPHAVANTAGE_API_KEY": "a-real-key"}
     with ServeProcess("--sample-upstream", "--auth-mode", "server-key", env=env) as serve:
@@ -538,6 +541,7 @@ def test_cli_serve_server_key_names_the_configured_tokens() -> None:
         assert response.json()["result"]["isError"] is False
 
 
+@pytest.mark.slow
 def test_cli_serve_exits_cleanly_on_ctrl_c() -> None:
     with ServeProcess("--sample-upstream") as serve:
         assert httpx.post(serve.url, json=TOOLS_LIST, timeout=10).status_code == 200
@@ -554,6 +558,7 @@ def _serve_cli(*flags: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=ROOT, env=_clean_env(), capture_output=True, text=True, timeout=30, check=False)
 
 
+@pytest.mark.slow
 def test_cli_serve_with_a_missing_spec_exits_2() -> None:
     done = _serve_cli("--spec", "/nonexistent.yaml", "--port", "0")
     assert done.returncode == 2
@@ -563,6 +568,7 @@ def test_cli_serve_with_a_missing_spec_exits_2() -> None:
     assert "MCP endpoint at" not in done.stdout
 
 
+@pytest.mark.slow
 def test_cli_serve_on_a_busy_port_exits_2() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
         busy.bind(("127.0.0.1", 0))
@@ -578,6 +584,7 @@ TOKEN_ONE = "tok-one-5Yq8Lr2Wm0Zx7Nc4Vb1Td9"
 TOKEN_TWO = "tok-two-3Hs6Jf0Ke8Pu2Ga5Xi7Ow1"
 
 
+@pytest.mark.slow
 def test_cli_serve_with_a_too_short_endpoint_token_exits_2_without_showing_it() -> None:
     command = [sys.executable, "-m", "progressive_mcp.cli", "serve", "--auth-mode", "server-key", "--port", "0"]
     env = {**_clean_env(), "PMCP_ENDPOINT_TOKENS": f"{TOKEN_ONE},letmein"}
@@ -588,6 +595,7 @@ def test_cli_serve_with_a_too_short_endpoint_token_exits_2_without_showing_it() 
     assert "MCP endpoint at" not in done.stdout
 
 
+@pytest.mark.slow
 def test_cli_serve_server_key_without_endpoint_tokens_exits_2() -> None:
     done = _serve_cli("--auth-mode", "server-key", "--port", "0")
     assert done.returncode == 2

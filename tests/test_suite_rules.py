@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 CLOCKS = {"perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns", "process_time"}
 
@@ -94,3 +96,44 @@ def test_make_test_leaves_out_the_slow_tests_and_ci_runs_them_too() -> None:
     assert '-m "not slow"' in recipes["test"] and "-m slow" in recipes["test-slow"]
     ci = [line.strip() for line in (root / ".ci" / "run").read_text().splitlines() if not line.startswith("#")]
     assert "make test" in ci and "make test-slow" in ci  # CI runs every test it ran before
+
+
+@pytest.mark.spawns  # runs a small suite in a pytest process of its own, which then starts processes
+def test_a_test_that_starts_a_process_must_be_marked_slow_or_spawns(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest((TESTS / "conftest.py").read_text())
+    pytester.makepyfile(
+        test_processes="""
+import subprocess, sys
+import pytest
+
+def start():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+def test_unmarked():
+    start()
+
+@pytest.mark.slow
+def test_slow():
+    start()
+
+@pytest.mark.spawns
+def test_kept():
+    start()
+
+def test_in_process():
+    assert sum([1, 2]) == 3
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:xdist", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4, errors=1)
+    result.stdout.fnmatch_lines(["*test_unmarked started 1 process(es) (subprocess.Popen*mark it `slow`*"])
+
+
+def test_a_sweep_keeps_the_first_case_of_each_kind_in_make_test() -> None:
+    from sweeps import one_per_kind
+
+    params = one_per_kind(["SMA", "EMA", "GLOBAL_QUOTE", "RSI", "OVERVIEW"], {"GLOBAL_QUOTE": "stocks"}.get)
+    kept = [p for p in params if not hasattr(p, "marks")]
+    assert kept == ["SMA", "GLOBAL_QUOTE"]  # the first of "no kind" (None) and the first of "stocks"
+    marked = [(p.values[0], [m.name for m in p.marks]) for p in params if hasattr(p, "marks")]
+    assert marked == [("EMA", ["slow"]), ("RSI", ["slow"]), ("OVERVIEW", ["slow"])]

@@ -1,0 +1,72 @@
+"""The rule that keeps `make test` short (docs/development.md#what-make-test-runs): a test that starts a process (a
+server, the CLI, a gateway's child, a wheel build) is marked `slow`, or `spawns` when it is the one test of its path
+that `make test` keeps. A test marked neither that starts one fails, naming what it started; the rule counts
+processes, never time, so it holds the same on a busy machine. Processes a module- or session-scoped fixture starts
+(one server for a module) are allowed; so are those a native library starts itself (Monty's sandbox workers), which
+Python's audit events do not see."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+pytest_plugins = ["pytester"]  # tests/test_suite_rules.py runs the rule on a small suite of its own
+
+# Python's audit events for a new process: subprocess (and asyncio's, anyio's) raise the first; the others are
+# the lower-level ways in.
+_PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty", "os.system"})
+_started: list[str] = []
+
+
+# aws_cdk's jsii kernel: one node process per Python process, started by whichever test first builds a stack, so
+# it is shared like a session fixture (which test pays for it depends on how xdist deals the tests).
+_SHARED_PER_PROCESS = ("jsii-runtime.js",)
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event in _PROCESS_EVENTS:
+        what = str(args[1] if event == "subprocess.Popen" and len(args) > 1 else args)
+        if not any(name in what for name in _SHARED_PER_PROCESS):
+            _started.append(f"{event} {what[:160]}")
+
+
+sys.addaudithook(_audit)  # an audit hook cannot be removed: it only appends to a list
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "spawns: starts a process, yet stays in `make test` as the one test of its path (see conftest.py)"
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    _started.clear()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(
+    fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
+) -> Generator[None, Any, Any]:
+    before = len(_started)
+    try:
+        return (yield)
+    finally:
+        if fixturedef.scope != "function":  # one server for a whole module is the remedy, not the offence
+            del _started[before:]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    yield
+    started = list(_started)
+    if started and item.get_closest_marker("slow") is None and item.get_closest_marker("spawns") is None:
+        pytest.fail(
+            f"{item.nodeid} started {len(started)} process(es) ({started[0]}): mark it `slow` (make test-slow), "
+            "or `spawns` if it is the one test of its path that make test keeps (docs/development.md)",
+            pytrace=False,
+        )
