@@ -216,6 +216,33 @@ def test_enums_and_defaults_of_the_wrong_type_are_read_as_the_declared_type(tmp_
         "properties/weight is integer: enum" in checked.stdout  # fmt: skip
 
 
+# --- unions a validator can tell apart (issue 28: operations no argument could satisfy) -----------------------
+
+
+@needs_shared
+def test_a_discriminated_one_of_whose_options_overlap_accepts_each_option() -> None:
+    # DigitalOcean's droplet_action_snapshot is droplet_action plus an optional name: every value fits both, so a
+    # JSON Schema oneOf refuses all of them; the document's discriminator (by `type`) is what chooses the option.
+    catalog, _ = real("digitalocean")
+    validator = catalog.validator("dropletActions_post_byTag")
+    assert validator.is_valid({"tag_name": "env:prod", "body": {"type": "reboot"}})
+    assert validator.is_valid({"tag_name": "env:prod", "body": {"type": "snapshot", "name": "nightly"}})
+    assert not validator.is_valid({"tag_name": "env:prod", "body": {"type": "explode"}})
+
+
+@needs_shared
+def test_a_cut_member_keeps_the_short_enum_that_tells_one_of_options_apart() -> None:
+    # OpenAI's attachment tools are oneOf [code interpreter, file search], told apart only by `type`'s one-value
+    # enum; a budget cut that kept the type alone made the two options identical and every value invalid.
+    catalog, _ = real("openai")
+    validator = catalog.validator("createRun")
+    attachment = {"file_id": "file-1", "tools": [{"type": "file_search"}]}
+    arguments = {"thread_id": "t", "assistant_id": "a", "additional_messages": [
+        {"role": "user", "content": "hi", "attachments": [attachment]}
+    ]}  # fmt: skip
+    assert validator.is_valid(arguments), list(validator.iter_errors(arguments))
+
+
 # --- code-mode stubs: named after their schemas, and capped ----------------------------------------------------
 
 MAX_TOOL_GET_TOKENS = 2_500
