@@ -534,6 +534,33 @@ def served(auth: Auth, **options: Any) -> Any:
     )
 
 
+def test_every_scheme_the_document_offers_is_accepted_and_no_other() -> None:
+    # A document whose security offers several alternatives (Stripe: basicAuth or bearerAuth) is called with any
+    # of them; the server's default is only the one this project sends unless told otherwise.
+    api = Api("pets", "Pet Store", BASE_URL, auth=AUTHS["bearer"], auth_options=(AUTHS["basic"], AUTHS["bearer"],
+              AUTHS["header"]))  # fmt: skip
+    catalog = Catalog.build(
+        api, {"pets": "Pets"}, (tool("getPet", "GET", "/pets/{petId}", (path_param("petId"),), PET),)
+    )
+    with serve_rest_upstream(catalog) as upstream, httpx.Client(base_url=upstream.url) as http:
+        for scheme in ("bearer", "basic", "header"):
+            assert http.get("/pets/1", **credentials(scheme)).status_code == 200, scheme
+        for wrong in [{}, *WRONG["basic"][:2], credentials("query"), credentials("cookie")]:
+            assert http.get("/pets/1", **wrong).status_code == 401, wrong
+
+
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "openapi").is_dir(), reason="../shared/openapi is absent")
+def test_stripe_sample_upstream_takes_basic_beside_bearer() -> None:
+    catalog = load_catalog(ROOT.parent / "shared" / "openapi" / "stripe" / "spec3.json")
+    with serve_rest_upstream(catalog) as upstream, httpx.Client(base_url=upstream.url) as http:
+        basic = "Basic " + base64.b64encode(b"sk_test_123:").decode()
+        for header in ("Bearer sk_test_123", basic):
+            assert http.get("/v1/balance", headers={"Authorization": header}).status_code == 200, header
+        for header in ("Token token=sk_test_123", "sk_test_123", "Basic sk_test_123"):
+            assert http.get("/v1/balance", headers={"Authorization": header}).status_code == 401, header
+        assert http.get("/v1/balance", params={"api_key": "sk_test_123"}).status_code == 401
+
+
 @pytest.mark.parametrize("scheme", sorted(AUTHS))
 def test_each_auth_scheme_accepts_its_credentials_and_refuses_others_with_401(scheme: str) -> None:
     with served(AUTHS[scheme]) as upstream, httpx.Client(base_url=upstream.url) as http:
