@@ -127,6 +127,35 @@ def test_every_top_level_output_field_keeps_its_type(name: str) -> None:
     assert not untyped, f"{len(untyped)} untyped, e.g. {untyped[:5]}"
 
 
+OUTPUT_VIEW_TOKENS = 600  # progressive_mcp.schema_excerpt's cap, restated: the test holds the figure
+
+
+@needs_shared
+@pytest.mark.parametrize("name", ["slack", "spotify"])
+def test_the_json_schema_view_caps_output_schemas_and_keeps_top_level_types(name: str) -> None:
+    # The breadth-first budget describes more of each answer; the view holds what it costs (Slack's had grown by
+    # 29%) by collapsing deep parts to their type, as the stubs do, never a top-level field's type.
+    catalog, _ = real(name)
+    surface = Surface(catalog, mode="code")
+    over, untyped = [], []
+    for tool in catalog.tools:
+        if tool.output_schema is None:
+            continue
+        answer = surface.call_tool_wire("TOOL_GET", {"tool_name": tool.name, "format": "schema"}, CONTEXT)
+        shown = answer["structuredContent"]["tools"][0]["outputSchema"]
+        fields = top_fields(shown)
+        whole = top_fields(_thaw(tool.output_schema))
+        untyped += [
+            f"{tool.name}.{field}" for field, schema in fields.items() if not typed(schema) and typed(whole[field])
+        ]
+        tokens = count_tokens(json.dumps(shown, separators=(",", ":"), ensure_ascii=False))
+        if tokens > OUTPUT_VIEW_TOKENS and any(set(schema) - {"type", "format"} for schema in fields.values()):
+            over.append(f"{tool.name}: {tokens}")  # over the cap, yet not collapsed to the top-level types
+        assert set(fields) == set(whole), tool.name  # every top-level field is shown
+    assert not untyped, untyped[:5]
+    assert not over, over[:5]
+
+
 @needs_shared
 def test_stripe_customer_livemode_is_a_boolean_in_the_schema_and_from_the_sample_upstream() -> None:
     from progressive_mcp.offline.rest_upstream import RestUpstream
