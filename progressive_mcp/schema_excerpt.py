@@ -24,6 +24,9 @@ WHOLE_TOKENS = 250  # an input schema this small (compact JSON) is quoted whole,
 QUOTE_TOKENS = 180  # what the excerpt's schemas may take together when it is not
 MIN_QUOTE_TOKENS = 40
 MAX_QUOTED = 3  # failing arguments quoted at most; the problems list names them all
+# An output schema in TOOL_GET's JSON-schema view: the breadth-first schema budget (issue 28) describes more of
+# each answer than the depth-first one did (Slack's views +29%); this holds them below what they were before.
+OUTPUT_VIEW_TOKENS = 600
 NOTE = "Only the arguments in question; TOOL_GET gives the whole input schema."
 _MEMBER_LISTS = ("anyOf", "oneOf", "allOf")
 
@@ -76,22 +79,36 @@ def _child(node: dict[str, Any], key: str) -> dict[str, Any] | None:
     return None
 
 
-def shrink(schema: dict[str, Any], limit: int) -> dict[str, Any]:
+def shrink(schema: dict[str, Any], limit: int, min_depth: int = 0) -> dict[str, Any]:
     """`schema` within `limit` tokens as compact JSON: descriptions go first, then the deepest levels collapse
-    to their type, until it fits (at worst, its type alone)."""
+    to their type, until it fits (at worst, its levels down to `min_depth` with their types, whatever their size)."""
     for depth in (8, 5, 4, 3, 2, 1):
+        if depth < min_depth:
+            break
         for descriptions in (True, False):
             candidate = _collapsed(schema, depth, descriptions)
             if _fits(candidate, limit):
                 return candidate
-    return _collapsed(schema, 0, False)
+    return _collapsed(schema, min_depth, False)
+
+
+def output_view(schema: dict[str, Any]) -> dict[str, Any]:
+    """An output schema as code mode's JSON-schema TOOL_GET shows it: within OUTPUT_VIEW_TOKENS, deep parts
+    collapsed to their type (as the Python stubs collapse them to `dict[str, Any]`), every top-level field (of the
+    object, of each union member, of an array's items) keeping its type whatever the size."""
+    wrapped = any(k in schema for k in (*_MEMBER_LISTS, "items"))
+    return shrink(schema, OUTPUT_VIEW_TOKENS, min_depth=2 if wrapped else 1)
 
 
 def _collapsed(node: Any, depth: int, descriptions: bool) -> Any:
     if not isinstance(node, dict):
         return node
     if depth <= 0:
-        kept = {k: node[k] for k in ("type", "format") if k in node}
+        kept = {k: node[k] for k in ("type", "format", "const") if k in node}
+        if not kept and isinstance(node.get("enum"), list) and len(node["enum"]) <= 10:
+            kept["enum"] = node["enum"]  # a type said by its values alone
+        elif not kept and any(k in node for k in ("items", "prefixItems", "properties", "additionalProperties")):
+            kept["type"] = "object" if "items" not in node and "prefixItems" not in node else "array"
         if not kept and any(k in node for k in _MEMBER_LISTS):
             kept = {"anyOf": [_collapsed(m, 0, False) for m in _members(node)][:8]}
         return kept

@@ -132,6 +132,35 @@ def test_every_top_level_output_field_keeps_its_type(name: str) -> None:
     assert not untyped, f"{len(untyped)} untyped, e.g. {untyped[:5]}"
 
 
+OUTPUT_VIEW_TOKENS = 600  # progressive_mcp.schema_excerpt's cap, restated: the test holds the figure
+
+
+@needs_shared
+@pytest.mark.parametrize("name", ["slack", "spotify"])
+def test_the_json_schema_view_caps_output_schemas_and_keeps_top_level_types(name: str) -> None:
+    # The breadth-first budget describes more of each answer; the view holds what it costs (Slack's had grown by
+    # 29%) by collapsing deep parts to their type, as the stubs do, never a top-level field's type.
+    catalog, _ = real(name)
+    surface = Surface(catalog, mode="code")
+    over, untyped = [], []
+    for tool in catalog.tools:
+        if tool.output_schema is None:
+            continue
+        answer = surface.call_tool_wire("TOOL_GET", {"tool_name": tool.name, "format": "schema"}, CONTEXT)
+        shown = answer["structuredContent"]["tools"][0]["outputSchema"]
+        fields = top_fields(shown)
+        whole = top_fields(_thaw(tool.output_schema))
+        untyped += [
+            f"{tool.name}.{field}" for field, schema in fields.items() if not typed(schema) and typed(whole[field])
+        ]
+        tokens = count_tokens(json.dumps(shown, separators=(",", ":"), ensure_ascii=False))
+        if tokens > OUTPUT_VIEW_TOKENS and any(set(schema) - {"type", "format"} for schema in fields.values()):
+            over.append(f"{tool.name}: {tokens}")  # over the cap, yet not collapsed to the top-level types
+        assert set(fields) == set(whole), tool.name  # every top-level field is shown
+    assert not untyped, untyped[:5]
+    assert not over, over[:5]
+
+
 @needs_shared
 def test_stripe_customer_livemode_is_a_boolean_in_the_schema_and_from_the_sample_upstream() -> None:
     from progressive_mcp.offline.rest_upstream import RestUpstream
@@ -220,6 +249,33 @@ def test_enums_and_defaults_of_the_wrong_type_are_read_as_the_declared_type(tmp_
     assert checked.returncode == 0, checked.stderr
     assert "note: POST /pages (createPage): #/paths/~1pages/post/requestBody/content/application~1json/schema/" \
         "properties/weight is integer: enum" in checked.stdout  # fmt: skip
+
+
+# --- unions a validator can tell apart (issue 28: operations no argument could satisfy) -----------------------
+
+
+@needs_shared
+def test_a_discriminated_one_of_whose_options_overlap_accepts_each_option() -> None:
+    # DigitalOcean's droplet_action_snapshot is droplet_action plus an optional name: every value fits both, so a
+    # JSON Schema oneOf refuses all of them; the document's discriminator (by `type`) is what chooses the option.
+    catalog, _ = real("digitalocean")
+    validator = catalog.validator("dropletActions_post_byTag")
+    assert validator.is_valid({"tag_name": "env:prod", "body": {"type": "reboot"}})
+    assert validator.is_valid({"tag_name": "env:prod", "body": {"type": "snapshot", "name": "nightly"}})
+    assert not validator.is_valid({"tag_name": "env:prod", "body": {"type": "explode"}})
+
+
+@needs_shared
+def test_a_cut_member_keeps_the_short_enum_that_tells_one_of_options_apart() -> None:
+    # OpenAI's attachment tools are oneOf [code interpreter, file search], told apart only by `type`'s one-value
+    # enum; a budget cut that kept the type alone made the two options identical and every value invalid.
+    catalog, _ = real("openai")
+    validator = catalog.validator("createRun")
+    attachment = {"file_id": "file-1", "tools": [{"type": "file_search"}]}
+    arguments = {"thread_id": "t", "assistant_id": "a", "additional_messages": [
+        {"role": "user", "content": "hi", "attachments": [attachment]}
+    ]}  # fmt: skip
+    assert validator.is_valid(arguments), list(validator.iter_errors(arguments))
 
 
 # --- code-mode stubs: named after their schemas, and capped ----------------------------------------------------

@@ -458,6 +458,31 @@ def test_stripe_refunds_metadata_as_json_text_is_refused_and_as_deep_object_acce
         assert right.status_code == 200 and "error" not in right.json()
 
 
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "openapi").is_dir(), reason="../shared/openapi is absent")
+def test_stripe_files_multipart_deep_object_parts_are_accepted_and_one_json_part_refused() -> None:
+    # PostFiles' Encoding Object sets style deepObject for file_link_data and expand: OpenAPI 3.1.1/3.2 apply it to
+    # multipart/form-data too, so Stripe expects file_link_data[create] parts, not one JSON part.
+    catalog = load_catalog(ROOT.parent / "shared" / "openapi" / "stripe" / "spec3.json")
+    with serve_rest_upstream(catalog) as upstream, httpx.Client(base_url=upstream.url) as http:
+        headers = {"Authorization": "Bearer sk_test_123"}
+        file = ("a.csv", b"a,b\n", "text/csv")
+        right = http.post(
+            "/v1/files",
+            files=[("file", file), ("purpose", (None, b"dispute_evidence")), ("expand[]", (None, b"links")),
+                   ("file_link_data[create]", (None, b"true")), ("file_link_data[metadata][order]", (None, b"42"))],
+            headers=headers,
+        )  # fmt: skip
+        assert right.status_code == 200 and "error" not in right.json(), right.text
+        for wrong_parts, words in [
+            ([("file_link_data", (None, b'{"create":true}', "application/json"))], "file_link_data is sent as"),
+            ([("expand", (None, b"links"))], "expand is sent as expand[key]=value"),
+        ]:
+            parts = [("file", file), ("purpose", (None, b"dispute_evidence")), *wrong_parts]
+            wrong = http.post("/v1/files", files=parts, headers=headers)
+            assert wrong.status_code == 400, (wrong_parts, wrong.text)
+            assert words in wrong.json()["error"]["message"], wrong.text
+
+
 # --- authentication ---------------------------------------------------------------------------------
 
 AUTHS = {
@@ -508,6 +533,33 @@ def served(auth: Auth, **options: Any) -> Any:
     return serve_rest_upstream(
         catalog_of(tool("getPet", "GET", "/pets/{petId}", (path_param("petId"),), PET), auth=auth), **options
     )
+
+
+def test_every_scheme_the_document_offers_is_accepted_and_no_other() -> None:
+    # A document whose security offers several alternatives (Stripe: basicAuth or bearerAuth) is called with any
+    # of them; the server's default is only the one this project sends unless told otherwise.
+    api = Api("pets", "Pet Store", BASE_URL, auth=AUTHS["bearer"], auth_options=(AUTHS["basic"], AUTHS["bearer"],
+              AUTHS["header"]))  # fmt: skip
+    catalog = Catalog.build(
+        api, {"pets": "Pets"}, (tool("getPet", "GET", "/pets/{petId}", (path_param("petId"),), PET),)
+    )
+    with serve_rest_upstream(catalog) as upstream, httpx.Client(base_url=upstream.url) as http:
+        for scheme in ("bearer", "basic", "header"):
+            assert http.get("/pets/1", **credentials(scheme)).status_code == 200, scheme
+        for wrong in [{}, *WRONG["basic"][:2], credentials("query"), credentials("cookie")]:
+            assert http.get("/pets/1", **wrong).status_code == 401, wrong
+
+
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "openapi").is_dir(), reason="../shared/openapi is absent")
+def test_stripe_sample_upstream_takes_basic_beside_bearer() -> None:
+    catalog = load_catalog(ROOT.parent / "shared" / "openapi" / "stripe" / "spec3.json")
+    with serve_rest_upstream(catalog) as upstream, httpx.Client(base_url=upstream.url) as http:
+        basic = "Basic " + base64.b64encode(b"sk_test_123:").decode()
+        for header in ("Bearer sk_test_123", basic):
+            assert http.get("/v1/balance", headers={"Authorization": header}).status_code == 200, header
+        for header in ("Token token=sk_test_123", "sk_test_123", "Basic sk_test_123"):
+            assert http.get("/v1/balance", headers={"Authorization": header}).status_code == 401, header
+        assert http.get("/v1/balance", params={"api_key": "sk_test_123"}).status_code == 401
 
 
 @pytest.mark.parametrize("scheme", sorted(AUTHS))

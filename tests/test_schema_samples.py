@@ -445,3 +445,51 @@ def test_every_answer_of_openais_document_is_small_and_the_same_twice() -> None:
         text = dumps(sample_value(schema, name, root=document))
         assert len(text) <= MAX_BYTES or "example" in schema or "examples" in schema, name
         assert dumps(sample_value(schema, name, root=document)) == text
+
+
+# --- shapes the every-operation sweep met in real documents (issue 28): each value must validate ---------------
+
+EXCLUSIVE_SHAPES = [
+    # OpenAI's `stop`: no type of its own, `default: null` beside options none of which is null
+    {"default": None, "oneOf": [{"type": "string", "default": "<|endoftext|>"}, {"type": "array", "items": {}}]},
+    # OpenAI's file_search: "exactly one of" said as a oneOf of required names
+    {
+        "type": "object",
+        "properties": {"ids": {"type": "array", "items": {"type": "string"}}, "stores": {"type": "array"}},
+        "oneOf": [{"required": ["ids"]}, {"required": ["stores"]}],
+    },
+    # OpenAI's ImageRefParam: anyOf of required names, and `not` both
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"image_url": {"type": "string"}, "file_id": {"type": "string"}},
+        "anyOf": [{"required": ["image_url"]}, {"required": ["file_id"]}],
+        "not": {"required": ["image_url", "file_id"]},
+    },
+    # `not` of a value or of a type
+    {"type": "string", "enum": ["a", "b"], "not": {"const": "a"}},
+    {"not": {"type": "string"}},
+    # DigitalOcean's app spec: items with required members in a long array once the budget is spent
+    {
+        "type": "object",
+        "properties": {
+            f"list{i}": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["name"],
+                    "properties": {"name": {"type": "string"}, "more": {"type": "object", "properties": {"x": {}}}},
+                },
+            }
+            for i in range(30)
+        },
+        "required": [f"list{i}" for i in range(30)],
+    },
+]
+
+
+@pytest.mark.parametrize("schema", EXCLUSIVE_SHAPES)
+def test_one_of_options_are_made_exclusive_and_not_is_respected(schema: dict[str, Any]) -> None:
+    for seed in SEEDS:
+        value = sample_value(schema, seed=seed)
+        assert errors(schema, value) == [], (seed, value)

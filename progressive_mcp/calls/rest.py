@@ -374,8 +374,9 @@ def multipart_body(tool: CatalogTool, members: list[tuple[Param, Any]]) -> tuple
     A file (binary) part carries the decoded bytes of a base64 string or data URL, with a filename; its type is
     the Encoding's contentType, else the data URL's, else application/octet-stream. Other parts: the Encoding's
     contentType (JSON ones get compact JSON), else text/plain for a scalar (its text) and application/json for an
-    object or an array of objects. Encoding headers are added to the part. Encoded by httpx, the HTTP library the
-    calls go through, so boundary and quoting are its own; no part at all is no body."""
+    object or an array of objects. A member whose Encoding sets style or explode goes as a form body's pairs would,
+    a text/plain part per pair (`meta[key]`). Encoding headers are added to the part. Encoded by httpx, the HTTP
+    library the calls go through, so boundary and quoting are its own; no part at all is no body."""
     import httpx  # already imported by the first upstream call
 
     parts: list[tuple[str, tuple[str | None, bytes, str, dict[str, str]]]] = []
@@ -387,6 +388,13 @@ def multipart_body(tool: CatalogTool, members: list[tuple[Param, Any]]) -> tuple
                 if item is not None:
                     content, given_type = decoded_file(tool, param, item)
                     parts.append((name, (name, content, param.content_type or given_type or OCTETS, _headers(param))))
+        elif param.style is not None or param.explode is not None:
+            # An Encoding Object that sets style or explode serialises the member as a urlencoded body would, and
+            # its contentType is then ignored (OpenAPI 3.1.1/3.2): one text part per pair, named like the pair
+            # (Stripe's file_link_data[create]), holding the pair's text itself, not percent-encoded.
+            for wire, pair in styled_pairs(name, value, param.style, param.explode, param.collection_format):
+                text = unquote(pair.partition("=")[2])
+                parts.append((wire, (None, text.encode("utf-8"), "text/plain", _headers(param))))
         elif isinstance(value, str) and param.content_type is None and _DATA_URL.fullmatch(value):
             # A document may declare a file as a plain string (Stripe's PostFiles `file` before it said `format:
             # binary`); a data URL is the agent saying "this is a file", so it goes as one, of the URL's type.

@@ -10,6 +10,7 @@ Example (Stripe's refunds, whose `metadata` is `style: deepObject`)::
 
 from __future__ import annotations
 
+import dataclasses
 import email.parser
 import json
 import re
@@ -87,7 +88,8 @@ def _piece_problem(param: Param, bracketed: bool, value: str, piece: str) -> str
 def multipart_members(params: list[Param], content_type: str, body: bytes) -> tuple[set[str], list[str]]:
     """The member names a multipart/form-data body holds (its parts' names, brackets left out), and what in it
     does not follow the document: a part that is not form-data, a JSON part (object members, JSON contentType)
-    that is not JSON."""
+    that is not JSON, a member whose Encoding sets style or explode not sent as that style's pairs (one part each,
+    named like a form body's: Stripe's file_link_data[create])."""
     message = email.parser.BytesParser().parsebytes(
         b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + body
     )
@@ -108,7 +110,15 @@ def multipart_members(params: list[Param], content_type: str, body: bytes) -> tu
         present.add(base)
         param = by_name.get(base)
         part_type = (part.get("Content-Type") or "text/plain").split(";")[0].strip().lower()
-        if param is not None and not bracket and _is_json(part_type):
+        if param is not None and (param.style is not None or param.explode is not None):
+            # An Encoding that sets style or explode: its parts are a form body's pairs, contentType ignored
+            payload = part.get_payload(decode=True)
+            text = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else ""
+            styled = dataclasses.replace(param, content_type=None)
+            problem = _piece_problem(styled, bool(bracket), text, f"{name}={text}")
+            if problem is not None:
+                problems.append(problem)
+        elif param is not None and not bracket and _is_json(part_type):
             payload = part.get_payload(decode=True)
             try:
                 json.loads(payload if isinstance(payload, bytes) else b"")

@@ -57,7 +57,7 @@ def sample_value(
 ) -> Any:
     """A value `schema` describes, the same for the same `seed` (a tool's name) on every run; `$ref`s resolve
     against `root` (default: the schema itself). The schema's own example is returned as it is, whatever its size."""
-    if isinstance(schema, Mapping):
+    if isinstance(schema, Mapping) and "not" not in schema:
         example = _example(schema)
         if example is not _NONE:
             return example
@@ -99,8 +99,7 @@ def _example(schema: Mapping[str, Any]) -> Any:
     enum = schema.get("enum")
     if _is_list(enum) and enum:
         candidates.append(next((v for v in enum if v is not None), enum[0]))
-    declared = schema.get("type")
-    allowed = set(declared) if _is_list(declared) else {declared} if isinstance(declared, str) else None
+    allowed = _allowed_types(schema)
     for candidate in candidates:
         if (
             allowed is None
@@ -109,6 +108,26 @@ def _example(schema: Mapping[str, Any]) -> Any:
         ):
             return _plain(candidate)
     return _NONE
+
+
+def _allowed_types(schema: Mapping[str, Any]) -> set[str] | None:
+    """The JSON types a schema's `type`, or else all its oneOf/anyOf options, allow; None when that cannot be told
+    (no type said, or an option behind a $ref). A `default: null` beside options none of which is null is no value."""
+    declared = schema.get("type")
+    if _is_list(declared):
+        return {t for t in declared if isinstance(t, str)}
+    if isinstance(declared, str):
+        return {declared}
+    options = schema.get("oneOf") or schema.get("anyOf")
+    if not _is_list(options) or not options:
+        return None
+    allowed: set[str] = set()
+    for option in options:
+        found = _allowed_types(option) if isinstance(option, Mapping) and "$ref" not in option else None
+        if found is None:
+            return None
+        allowed |= found
+    return allowed
 
 
 def _json_type(value: Any) -> str:
@@ -291,6 +310,11 @@ class _Generator:
             del self.refs[len(self.refs) - len(followed) :]
 
     def _resolved(self, schema: Mapping[str, Any], hint: str) -> Any:
+        value = self._unchecked(schema, hint)
+        forbidden = schema.get("not")
+        return self._outside(forbidden, schema, value) if isinstance(forbidden, Mapping) else value
+
+    def _unchecked(self, schema: Mapping[str, Any], hint: str) -> Any:
         example = _example(schema)
         if example is not _NONE:
             return example
@@ -301,7 +325,16 @@ class _Generator:
             options = schema.get(keyword)
             if _is_list(options) and options:
                 base = {k: v for k, v in schema.items() if k not in ("oneOf", "anyOf")}
-                return self._expand(merge(base, self._first_option(options)), hint)
+                chosen = self._first_option(options)
+                merged = merge(base, chosen)
+                value = self._expand(merged, hint)
+                if keyword == "oneOf" and isinstance(value, dict):
+                    # "exactly one of": the other options' required names, where the chosen one leaves them
+                    # optional, are left out, so the value does not fit two options
+                    for other in options:
+                        if other is not chosen and isinstance(other, Mapping):
+                            self._without_one_of(value, other.get("required"), merged)
+                return value
         kind = _schema_type(schema)
         if kind == "object":
             return self._object(schema)
@@ -316,6 +349,43 @@ class _Generator:
         if kind == "null":
             return None
         return self._text(hint)  # a schema that says nothing of its type: any value would do
+
+    def _outside(self, forbidden: Mapping[str, Any], schema: Mapping[str, Any], value: Any) -> Any:
+        """`value` changed so that it escapes what `not` forbids, where that is a set of required names (one is
+        left out), values (`const`, `enum`: another enum value or another text) or types (a value of another)."""
+        if isinstance(value, dict):
+            self._without_one_of(value, forbidden.get("required"), schema)
+        values = [forbidden["const"]] if "const" in forbidden else forbidden.get("enum")
+        if _is_list(values) and value in values:
+            enum = schema.get("enum")
+            others = [v for v in enum if v not in values] if _is_list(enum) else []
+            if others:
+                return _plain(others[0])
+            if isinstance(value, str):
+                return next(f"{value}-{n}" for n in range(len(values) + 1) if f"{value}-{n}" not in values)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return next(value + n for n in range(1, len(values) + 2) if value + n not in values)
+        kinds = _allowed_types(forbidden)
+        if kinds is not None and set(forbidden) <= {"type", "description", "title"} and _json_type(value) in kinds:
+            allowed = _allowed_types(schema) or {"string", "integer", "number", "boolean", "object", "array", "null"}
+            simplest = {"string": "", "integer": 0, "number": 0.5, "boolean": False, "object": {}, "array": []}
+            for kind, other in simplest.items():
+                if kind in allowed and kind not in kinds and _json_type(other) not in kinds:
+                    return other
+        return value
+
+    @staticmethod
+    def _without_one_of(value: dict[str, Any], names: Any, schema: Mapping[str, Any]) -> None:
+        """Leaves out of `value` one of `names` that `schema` does not require, if all of them are there, so that
+        it misses a schema whose `required` they are."""
+        if not _is_list(names) or not names or any(not isinstance(n, str) or n not in value for n in names):
+            return
+        required = schema.get("required")
+        required = set(required) if _is_list(required) else set()
+        for name in reversed(names):  # the last named is the least likely to be what the option is about
+            if name not in required:
+                del value[name]
+                return
 
     def _first_option(self, options: Sequence[Any]) -> Mapping[str, Any]:
         """oneOf/anyOf's first option that is not just null (a nullable type is its non-null type)."""
@@ -383,7 +453,9 @@ class _Generator:
         if max_items is not None:
             wanted = min(wanted, max_items)
         wanted = min(wanted, max(MAX_MIN_ITEMS, len(out)))
-        while len(out) < wanted:
+        while len(out) < wanted and (len(out) < min_items or self.nodes_left > 0):
+            # beyond minItems only while the budget lasts: a spent budget gives items their smallest value, which
+            # may break their own `required`
             out.append(self.value(items if items is not None else {}, hint))
         return out
 

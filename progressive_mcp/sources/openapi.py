@@ -75,6 +75,7 @@ MAX_DEPTH = 8  # nesting of objects and arrays kept in a schema; deeper parts ar
 # completion body inlines to ~30,000 tokens without it; with it, the largest tool definition is ~5,000.
 MAX_SCHEMA_NODES = 300
 CUT_NOTE = "(not expanded here: nested too deeply or too large)"
+MAX_CUT_ENUM = 10  # a cut scalar keeps an enum this short: it may be what tells a oneOf's options apart
 MAX_EXAMPLE_CHARS = 2_000  # an answer's example is kept (for the offline upstream) when it is this small
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_REF_HOPS = 32
@@ -323,6 +324,7 @@ class _SchemaConverter:
         spent breadth first: every member of the top object is described (with its type) before any member's
         members, so what a cut loses is the deepest parts, not the last fields."""
         budget = budget if budget is not None else [MAX_SCHEMA_NODES]
+        self.loosened: set[int] = set()  # id()s of the parts cut here (alive in the tree until it is returned)
         root: dict[str, Any] = {}
         pending: deque[_Pending] = deque([_Pending(node, at, 0, (), root)])
         filled: list[tuple[dict[str, Any], dict[str, Any], _At]] = []
@@ -345,6 +347,7 @@ class _SchemaConverter:
         if target is not None and target in stack:
             self.cut += 1
             out.update({"type": "object", "description": f"A {name} (recursive; not expanded further)."})
+            self.loosened.add(id(out))
             return None
         if node is True or node == {}:
             return None
@@ -357,6 +360,7 @@ class _SchemaConverter:
         if depth > MAX_DEPTH or budget[0] < 0:
             self.cut += 1
             out.update(self._cut(node, at))
+            self.loosened.add(id(out))
             return None
         stack = (*stack, target) if target else stack
 
@@ -419,6 +423,11 @@ class _SchemaConverter:
             del cut["description"]
             if isinstance(node.get("format"), str):
                 cut["format"] = node["format"]
+            enum = node.get("enum")
+            if "const" in node and _of_type(node["const"], kinds):
+                cut["const"] = node["const"]
+            elif isinstance(enum, list) and 0 < len(enum) <= MAX_CUT_ENUM and all(_of_type(v, kinds) for v in enum):
+                cut["enum"] = enum
         return cut
 
     def _finish(self, node: dict[str, Any], out: dict[str, Any], at: _At) -> None:
@@ -471,6 +480,21 @@ class _SchemaConverter:
                 out[f"exclusive{bound}"] = exclusive
         if self.dialect == "3.1" and isinstance(node.get("examples"), list):
             pass  # examples are left out of schemas: they cost tokens on every TOOL_GET
+        options = out.get("oneOf")
+        if isinstance(options, list) and (
+            isinstance(node.get("discriminator"), dict)
+            or any(id(option) in self.loosened for option in options)
+            or any(option in options[:i] for i, option in enumerate(options))
+        ):
+            # "Exactly one option fits" cannot hold where the discriminator is what chooses (OpenAPI; options that
+            # extend one another, as DigitalOcean's droplet_action and its snapshot form, both fit every value),
+            # nor where a cut option (looser than the document's) or two equal ones fit the same values: a oneOf
+            # would refuse every value. anyOf checks the same options.
+            del out["oneOf"]
+            if "anyOf" in out:  # both: each must hold
+                out["allOf"] = [*out.get("allOf", []), {"anyOf": options}]
+            else:
+                out["anyOf"] = options
         nullable = node.get("nullable") is True or node.get("x-nullable") is True
         if nullable and self.dialect != "3.1":
             kind = out.get("type")

@@ -18,6 +18,7 @@ from progressive_mcp.calls.codemode import execute_definition
 from progressive_mcp.calls.stubs import python_names, tool_stubs
 from progressive_mcp.catalog import TOOL_ANNOTATIONS, Catalog, CatalogTool, _thaw, closest_names
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool, clip
+from progressive_mcp.schema_excerpt import output_view
 from progressive_mcp.search.index import SearchIndex
 
 TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL = "TOOL_LIST", "TOOL_SEARCH", "TOOL_GET", "TOOL_CALL"
@@ -198,6 +199,7 @@ class MetaTools:
         else:
             self.index = SearchIndex(self.tools, catalog.vocabulary, categories=catalog.categories, semantic=semantic)
         self._described: dict[str, dict[str, Any]] = {}
+        self._output_views: dict[str, dict[str, Any]] = {}
         # readOnlyHint alone: destructiveHint is moot for read-only tools and openWorldHint defaults to true.
         self.definitions = [
             dict(d, annotations={"readOnlyHint": True}) for d in meta_tool_definitions(catalog, self.tools)
@@ -307,7 +309,7 @@ class MetaTools:
             result["stubs"] = tool_stubs(found, self.python_names)
         else:
             result["tools"] = [
-                {**entry, "outputSchema": _thaw(tool.output_schema)} if tool.output_schema is not None else entry
+                {**entry, "outputSchema": self._output_view(tool)} if tool.output_schema is not None else entry
                 for entry, tool in zip(result["tools"], found, strict=True)
             ]
         return result
@@ -354,6 +356,14 @@ class MetaTools:
         if name in META_TOOL_NAMES:
             raise self._bad(TOOL_CALL, f"{name} is a meta-tool: call it directly, not through TOOL_CALL")
         return self.lookup(name), args.get("arguments")
+
+    def _output_view(self, tool: CatalogTool) -> dict[str, Any]:
+        """A tool's output schema as the JSON-schema view shows it (capped, see schema_excerpt); built once."""
+        view = self._output_views.get(tool.name)
+        if view is None:
+            assert tool.output_schema is not None
+            view = self._output_views[tool.name] = output_view(_thaw(tool.output_schema))
+        return view
 
     def _describe(self, tool: CatalogTool) -> dict[str, Any]:
         """TOOL_GET's entry for a tool; built once per tool (results are read-only by convention)."""

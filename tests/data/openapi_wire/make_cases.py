@@ -277,8 +277,23 @@ STRIPE: list[tuple[str, dict[str, Any], str, dict[str, str], frozenset[str]]] = 
             "purpose": "tax_document_user_upload",
             "file_link_data": {"create": True, "expires_at": 1900000000},
         },
-        "multipart/form-data: an object property is one application/json part of compact JSON (wire_rules "
-        "multipart); OpenAPI 3.0.3 says style/explode are ignored outside urlencoded bodies",
+        "multipart/form-data with an Encoding Object that sets style deepObject, explode true for file_link_data: "
+        "OpenAPI 3.1.1/3.2 apply style/explode to multipart too and ignore contentType then, so one text/plain part "
+        "per deepObject pair, named file_link_data[create] and file_link_data[expires_at] (issue 28 item 2), not "
+        "one JSON part",
+        {},
+        frozenset(),
+    ),
+    (
+        "PostFiles",
+        {
+            "file": "data:text/csv;base64," + base64.b64encode(b"a,b\n").decode(),
+            "purpose": "dispute_evidence",
+            "expand": ["links", "links.data"],
+            "file_link_data": {"create": True, "metadata": {"order": "42", "note": "Zoë & co"}},
+        },
+        "multipart/form-data, style deepObject on an array of scalars (expand[] parts, one per item) and on a "
+        "nested object (file_link_data[metadata][order]); a part's text is the value itself, not percent-encoded",
         {},
         frozenset(),
     ),

@@ -13,6 +13,7 @@ import base64
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
 UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -204,14 +205,34 @@ def multipart_parts(
     arguments: Mapping[str, Any],
     files: frozenset[str],
 ) -> list[dict[str, Any]]:
-    """multipart/form-data: one part per property, one per item for arrays of scalars or files."""
+    """multipart/form-data: one part per property, one per item for arrays of scalars or files.
+
+    OpenAPI 3.1.1 and 3.2 (Encoding Object) allow `style` and `explode` for multipart/form-data too: "If a value
+    is explicitly defined, then the value of `contentType` (implicit or explicit) SHALL be ignored". A property
+    whose entry sets either is serialised as the urlencoded body would (query_pieces), one text/plain part per
+    name=value pair, named like the pair (`file_link_data[create]`), its value the pair's decoded text (the
+    percent-encoding belongs to urlencoded bodies; a part carries its bytes as they are)."""
     parts: list[dict[str, Any]] = []
     for name, raw_schema in schema.get("properties", {}).items():
         if name not in arguments or arguments[name] is None:
             continue
         prop = resolve(document, raw_schema)
         value = drop_nulls(arguments[name])
-        given_type = encoding.get(name, {}).get("contentType")
+        entry = encoding.get(name, {})
+        if "style" in entry or "explode" in entry:
+            style = entry.get("style", "form")
+            for piece in query_pieces(name, value, style, entry.get("explode", style == "form")):
+                key, _, text = piece.partition("=")
+                parts.append(
+                    {
+                        "name": unquote(key),
+                        "filename": False,
+                        "content_type": "text/plain",
+                        "body": unquote(text).encode(),
+                    }
+                )
+            continue
+        given_type = entry.get("contentType")
         item_schema = resolve(document, prop.get("items", {})) if isinstance(value, list) else prop
         # The lead's amendment to wire_rules: in a multipart body, a data URL given for a property the document
         # declares as a plain string is a file part too (the agent's way of saying "a file"), of the URL's type.
