@@ -222,7 +222,7 @@ class Settings:
 
     def _check_oauth(self) -> None:
         if self.auth_mode != "oauth":
-            return  # the PMCP_OAUTH_* variables are read only in oauth mode
+            return  # the oauth variables are read only in oauth mode
         if not self.oauth_issuer:
             raise ConfigError(
                 "oauth auth mode needs the issuer of the access tokens: set PMCP_OAUTH_ISSUER to its URL (an "
