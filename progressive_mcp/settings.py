@@ -221,13 +221,8 @@ class Settings:
             raise ConfigError(f"the upstream URL must start with http:// or https://, not {self.upstream_url!r}")
 
     def _check_oauth(self) -> None:
-        if self.auth_mode != "oauth":
-            return  # the oauth variables are read only in oauth mode
-        if not self.oauth_issuer:
-            raise ConfigError(
-                "oauth auth mode needs the issuer of the access tokens: set PMCP_OAUTH_ISSUER to its URL (an "
-                "https URL whose /.well-known/oauth-authorization-server or openid-configuration names its keys)"
-            )
+        if self.auth_mode != "oauth" or not self.oauth_issuer:
+            return  # read only by the HTTP endpoint in oauth mode, which requires the issuer (stdio ignores them)
         from progressive_mcp.oauth import check_audience, check_issuer, check_scopes
 
         check_issuer(self.oauth_issuer)

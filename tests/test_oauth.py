@@ -221,13 +221,12 @@ def test_refused_token_is_a_401_with_the_invalid_token_challenge(
     assert_no_token(response, token)
 
 
-def test_the_refused_cases_all_fail_for_their_own_reason(server: LocalServer, issuer: LoopbackIssuer) -> None:
+def test_the_refused_cases_all_fail_for_their_own_reason(
+    server: LocalServer, issuer: LoopbackIssuer, refused: dict[str, str]
+) -> None:
     """Each forged token differs from a valid one in one way: the valid one passes, so the refusal is that way's."""
     assert post(server, issuer.mint(server.url)).status_code == 200
-    descriptions = {
-        case: challenge(post(server, token))["error_description"]
-        for case, token in refused_tokens(issuer, server.url).items()
-    }
+    descriptions = {case: challenge(post(server, token))["error_description"] for case, token in refused.items()}
     assert "expired" in descriptions["expired"]
     assert "not valid yet" in descriptions["not yet valid"]
     assert "another resource" in descriptions["another audience"]
@@ -265,10 +264,10 @@ def test_an_unknown_kid_refetches_the_keys_once_then_not_again(upstream: SampleU
         assert post(running, own.mint(running.url)).status_code == 200
         assert post(running, own.mint(running.url)).status_code == 200
         assert own.jwks_requests == 1  # cached
-        assert post(running, own.mint(running.url, key=rsa_key("made-up-1"))).status_code == 401
+        assert post(running, own.mint(running.url, key=ec_key("made-up-1"))).status_code == 401
         assert own.jwks_requests == 2  # one refresh: the kid is still unknown after it
         for number in range(5):
-            assert post(running, own.mint(running.url, key=rsa_key(f"made-up-{number + 2}"))).status_code == 401
+            assert post(running, own.mint(running.url, key=ec_key(f"made-up-{number + 2}"))).status_code == 401
         assert own.jwks_requests == 2  # bounded: made-up kids cannot make the server hammer the issuer
 
 
@@ -338,7 +337,6 @@ def anyio_backend() -> str:
 @pytest.mark.parametrize(
     ("env", "named"),
     [
-        ({}, "PMCP_OAUTH_ISSUER"),
         ({"PMCP_OAUTH_ISSUER": "http://issuer.example"}, "https"),
         ({"PMCP_OAUTH_ISSUER": "https://issuer.example?tenant=1"}, "no query"),
         ({"PMCP_OAUTH_ISSUER": "issuer.example"}, "https"),
@@ -351,6 +349,14 @@ def anyio_backend() -> str:
 def test_oauth_settings_are_checked_at_start(env: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         Settings.from_env({"PMCP_AUTH_MODE": "oauth", **env})
+
+
+def test_oauth_mode_without_an_issuer_stops_the_endpoint_not_the_settings(
+    upstream: SampleUpstream,
+) -> None:
+    settings = Settings.from_env({"PMCP_AUTH_MODE": "oauth"}, upstream_url=upstream.url)
+    with pytest.raises(ConfigError, match="PMCP_OAUTH_ISSUER"):
+        Endpoint.from_settings(settings)
 
 
 def test_oauth_settings_accept_https_and_loopback_http() -> None:
@@ -367,6 +373,7 @@ def _cli_env(**extra: str) -> dict[str, str]:
     return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 
+@pytest.mark.slow  # a CLI process
 def test_cli_serve_oauth_without_an_issuer_exits_2_naming_the_variable() -> None:
     done = subprocess.run(
         [*SERVE_OAUTH, "--port", "0"],
@@ -380,6 +387,7 @@ def test_cli_serve_oauth_without_an_issuer_exits_2_naming_the_variable() -> None
     assert "PMCP_OAUTH_ISSUER" in done.stderr
 
 
+@pytest.mark.slow  # a CLI process with the sample upstream
 def test_cli_serve_oauth_logs_a_digest_of_the_identity_never_the_token(issuer: LoopbackIssuer) -> None:
     """The real `progressive-mcp serve --auth-mode oauth --sample-upstream`: a call with a valid token runs with the
     server's (dummy) upstream key, and the handler's log line names the caller by a digest only."""

@@ -261,8 +261,14 @@ class Endpoint:
         if self.auth_mode == "oauth":
             from progressive_mcp.oauth import TokenValidator
 
-            issuer = settings.oauth_issuer or ""  # Settings.check has required it in this mode
-            self._oauth = token_validator or TokenValidator(issuer, required_scopes=settings.oauth_scopes)
+            if not settings.oauth_issuer:
+                raise ConfigError(
+                    "oauth auth mode needs the issuer of the access tokens: set PMCP_OAUTH_ISSUER to its URL (an "
+                    "https URL whose /.well-known/oauth-authorization-server or openid-configuration names its keys)"
+                )
+            self._oauth = token_validator or TokenValidator(
+                settings.oauth_issuer, required_scopes=settings.oauth_scopes
+            )
         self._origins = frozenset(o.rstrip("/").lower() for o in settings.allowed_origins)
         self._surfaces: OrderedDict[tuple[Mode, frozenset[str] | None], Surface] = OrderedDict(
             {(surface.mode, surface.categories): surface}
