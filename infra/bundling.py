@@ -164,6 +164,8 @@ class AssetInputs:
     cache_dir: Path | None = None  # default: <root>/.cache/lambda-asset
     # A gateway (the stack's `servers`) talks to MCP servers with the SDK's client: the asset then carries `mcp`.
     gateway: bool = False
+    # oauth auth mode checks JWT access tokens: the asset then carries the `oauth` extra (PyJWT, cryptography).
+    oauth: bool = False
     bytecode_python: str | None = field(default=None, compare=False)  # set by `resolve()`
     resolved: bool = field(default=False, compare=False, repr=False)
 
@@ -175,7 +177,15 @@ class AssetInputs:
         spec = self.spec if self.spec.is_absolute() else root / self.spec
         python = find_bytecode_python(self.target.python_version) if self.bytecode else None
         return AssetInputs(
-            root, spec.resolve(), self.target, self.bytecode, self.cache_dir, self.gateway, python, resolved=True
+            root,
+            spec.resolve(),
+            self.target,
+            self.bytecode,
+            self.cache_dir,
+            self.gateway,
+            self.oauth,
+            python,
+            resolved=True,
         )
 
     @property
@@ -183,7 +193,7 @@ class AssetInputs:
         return self.cache_dir or self.root / CACHE_DIR
 
     def requirements(self) -> list[str]:
-        return runtime_requirements(self.root / "pyproject.toml", gateway=self.gateway)
+        return runtime_requirements(self.root / "pyproject.toml", gateway=self.gateway, oauth=self.oauth)
 
     def source_files(self) -> list[Path]:
         """The package files the asset carries, relative to root, sorted."""
@@ -251,9 +261,10 @@ def spec_files(spec: Path) -> list[Path]:
     return sorted(seen - {spec})
 
 
-def runtime_requirements(pyproject: Path, *, gateway: bool = False) -> list[str]:
+def runtime_requirements(pyproject: Path, *, gateway: bool = False, oauth: bool = False) -> list[str]:
     """The handler's dependencies: [project].dependencies less the SDK (a gateway's asset keeps it: its client
-    talks to the MCP servers) and the build-time tooling, plus Powertools from `aws`."""
+    talks to the MCP servers) and the build-time tooling, plus Powertools from `aws`, and with `oauth` the
+    `oauth` extra (JWT validation; cryptography alone is ~16 MB, so only oauth stacks carry it)."""
     project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
     excluded = EXCLUDED_DEPENDENCIES - GATEWAY_DEPENDENCIES if gateway else EXCLUDED_DEPENDENCIES
     requirements = [req for req in project["dependencies"] if _requirement_name(req) not in excluded]
@@ -263,6 +274,8 @@ def runtime_requirements(pyproject: Path, *, gateway: bool = False) -> list[str]
         if not matches:
             raise BundleError(f"{pyproject}: the `aws` extra does not list {wanted}")
         requirements.extend(matches)
+    if oauth:
+        requirements.extend(project.get("optional-dependencies", {}).get("oauth", []))
     bundled = [req for req in requirements if _requirement_name(req) in PROVIDED_BY_RUNTIME]
     if bundled:
         raise BundleError(f"{', '.join(bundled)}: provided by the Lambda runtime, must not be bundled")

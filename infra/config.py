@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-AUTH_MODES = ("passthrough", "server-key")
+AUTH_MODES = ("passthrough", "server-key", "oauth")
 SURFACE_MODES = ("progressive", "direct", "hybrid", "code")
 ENDPOINTS = ("http-api", "function-url")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -55,6 +55,11 @@ class StackConfig:
     stack_name: str = "ProgressiveMcp"
     # What the endpoint serves and who may call it.
     auth_mode: str = "server-key"  # server-key: the stack holds the upstream key, callers present bearer tokens
+    # auth_mode=oauth: callers present access tokens of this issuer (any OpenID provider's https URL), issued for
+    # oauth_audience (default: the endpoint's own URL, from each request) and carrying oauth_scopes.
+    oauth_issuer: str | None = None
+    oauth_audience: str | None = None
+    oauth_scopes: tuple[str, ...] = ()
     mode: str = "progressive"  # the default tool surface (callers may still pick one per URL with ?mode=)
     categories: tuple[str, ...] = ()  # expose only these spec categories (default: all)
     # Operations served (terms tag:NAME, method:GET, path:GLOB or a tool-name glob; default: all); PMCP_INCLUDE/EXCLUDE.
@@ -125,6 +130,11 @@ class StackConfig:
     def server_key(self) -> bool:
         return self.auth_mode == "server-key"
 
+    @property
+    def holds_upstream_key(self) -> bool:
+        """Whether the stack keeps the upstream key in a secret (server-key and oauth modes)."""
+        return self.auth_mode in ("server-key", "oauth")
+
     def validate(self) -> None:
         """Raise ValueError for a value out of range or a combination that cannot work."""
         _choice("auth_mode", self.auth_mode, AUTH_MODES)
@@ -176,9 +186,10 @@ class StackConfig:
             raise ValueError(
                 f"upstream_error_rate_threshold must be in (0, 1], not {self.upstream_error_rate_threshold}"
             )
+        self._validate_oauth()
         if self.upstream_key_secret_arn is not None:
-            if not self.server_key:
-                raise ValueError("upstream_key_secret_arn is only used with auth_mode=server-key")
+            if not self.holds_upstream_key:
+                raise ValueError("upstream_key_secret_arn is only used with auth_mode=server-key or oauth")
             if not SECRET_ARN.match(self.upstream_key_secret_arn):
                 raise ValueError(
                     f"upstream_key_secret_arn is not a Secrets Manager ARN: {self.upstream_key_secret_arn!r}"
@@ -204,6 +215,23 @@ class StackConfig:
                 raise ValueError(f"categories: {category!r} is not a category name")
         if Path(self.spec).suffix not in (".yaml", ".yml", ".json"):
             raise ValueError(f"spec must be a .yaml, .yml or .json file, not {self.spec!r}")
+
+    def _validate_oauth(self) -> None:
+        oauth = self.oauth_issuer is not None or self.oauth_audience is not None or bool(self.oauth_scopes)
+        if self.auth_mode != "oauth":
+            if oauth:
+                raise ValueError("oauth_issuer, oauth_audience and oauth_scopes are only used with auth_mode=oauth")
+            return
+        if self.oauth_issuer is None or not re.match(r"^https://[^/?#\s]+(/[^?#\s]*)?$", self.oauth_issuer):
+            raise ValueError(
+                f"auth_mode=oauth needs oauth_issuer, the https URL of the authorization server, not "
+                f"{self.oauth_issuer!r}"
+            )
+        if self.oauth_audience is not None and not re.match(r"^https://[^/?#\s]+[^#\s]*$", self.oauth_audience):
+            raise ValueError(f"oauth_audience must be an https URL without a fragment, not {self.oauth_audience!r}")
+        for scope in self.oauth_scopes:
+            if not re.match(r"^[!#-\[\]-~]+$", scope):
+                raise ValueError(f"oauth_scopes: {scope!r} is not a scope (printable ASCII, no space, quote or \\)")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> StackConfig:

@@ -69,6 +69,8 @@ LIVE_ALIAS = "live"  # with snap_start, the alias every caller invokes: the vers
 # aws-cdk-lib warns on every SnapStart function that only published versions get snapshots; this stack publishes one.
 SNAP_START_PUBLISH_WARNING = "@aws-cdk/aws-lambda:snapStartRequirePublish"
 MCP_PATH = "/mcp"
+# oauth mode: the endpoint's Protected Resource Metadata (RFC 9728), at the root and path-suffixed.
+RESOURCE_METADATA_PATHS = ("/.well-known/oauth-protected-resource", f"/.well-known/oauth-protected-resource{MCP_PATH}")
 # The secret starts with this value; the operator replaces it. The function treats a value starting with
 # REPLACE_ME as unset (lambda_fn.aws.SECRET_PLACEHOLDER). Never change the string: CloudFormation would then
 # write it again over the real key on the next deployment.
@@ -174,6 +176,7 @@ class ProgressiveMcpStack(Stack):
                 spec=Path(config.spec),
                 target=BundleTarget.lambda_arm64(config.python_runtime),
                 gateway=config.servers is not None,  # the gateway's client (the mcp SDK) comes along
+                oauth=config.auth_mode == "oauth",  # PyJWT and cryptography come along
             )
         ).resolve()
         if not self.asset_inputs.spec.is_file():
@@ -184,7 +187,7 @@ class ProgressiveMcpStack(Stack):
         # (SnapStart restores only published versions; $LATEST would initialize from scratch every time).
         self.invoked: lambda_.IFunction = self._live_alias() if config.snap_start else self.function
         self.endpoint_url = self._http_api() if config.endpoint == "http-api" else self._function_url()
-        if config.server_key:
+        if config.holds_upstream_key:
             self._secrets()
         if config.cache:
             self._response_cache()
@@ -247,6 +250,12 @@ class ProgressiveMcpStack(Stack):
             environment["PMCP_ALLOWED_ORIGINS"] = ",".join(config.allowed_origins)
         if config.max_result_tokens is not None:
             environment["PMCP_MAX_RESULT_TOKENS"] = str(config.max_result_tokens)
+        if config.oauth_issuer is not None:
+            environment["PMCP_OAUTH_ISSUER"] = config.oauth_issuer
+        if config.oauth_audience is not None:
+            environment["PMCP_OAUTH_AUDIENCE"] = config.oauth_audience
+        if config.oauth_scopes:
+            environment["PMCP_OAUTH_SCOPES"] = ",".join(config.oauth_scopes)
 
         function = lambda_.Function(
             self,
@@ -332,6 +341,11 @@ class ProgressiveMcpStack(Stack):
             throttle=apigwv2.ThrottleSettings(rate_limit=config.throttle_rate, burst_limit=config.throttle_burst),
             access_log_settings=_AccessLogSettings(self.access_log_group),
         )
+        integration = integrations.HttpLambdaIntegration(
+            "FunctionIntegration",
+            self.invoked,
+            payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
+        )
         routes = self.http_api.add_routes(
             path=MCP_PATH,
             # The handler answers all four: POST carries MCP; GET/DELETE get 405 with Allow: POST; OPTIONS is the
@@ -342,11 +356,7 @@ class ProgressiveMcpStack(Stack):
                 apigwv2.HttpMethod.DELETE,
                 apigwv2.HttpMethod.OPTIONS,
             ],
-            integration=integrations.HttpLambdaIntegration(
-                "FunctionIntegration",
-                self.invoked,
-                payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
-            ),
+            integration=integration,
         )
         for route in routes:
             self._acknowledge(
@@ -354,8 +364,20 @@ class ProgressiveMcpStack(Stack):
                 "AwsSolutions-APIG4",
                 "MCP clients authenticate with a bearer token or their own upstream key, which the function checks "
                 "(server-key: endpoint tokens compared in constant time, 401 otherwise; passthrough: each caller's "
-                "own Alpha Vantage key); MCP clients cannot sign requests with SigV4 or run a Cognito flow.",
+                "own Alpha Vantage key; oauth: JWT access tokens checked against the issuer's keys); MCP clients "
+                "cannot sign requests with SigV4.",
             )
+        if config.auth_mode == "oauth":
+            for path in RESOURCE_METADATA_PATHS:
+                for route in self.http_api.add_routes(
+                    path=path, methods=[apigwv2.HttpMethod.GET, apigwv2.HttpMethod.OPTIONS], integration=integration
+                ):
+                    self._acknowledge(
+                        route,
+                        "AwsSolutions-APIG4",
+                        "The Protected Resource Metadata (RFC 9728) is public by design: MCP clients read it before "
+                        "they have a token, to learn which authorization server issues one.",
+                    )
         CfnOutput(self, "AccessLogGroupName", value=self.access_log_group.log_group_name)
         return f"{self.http_api.api_endpoint}{MCP_PATH}"
 
@@ -394,6 +416,28 @@ class ProgressiveMcpStack(Stack):
                 "operator replaces it with put-secret-value, and instances pick it up within secret_cache_s.",
             )
             upstream_key = created
+        upstream_key.grant_read(self.role)
+        self.function.add_environment("PMCP_UPSTREAM_KEY_SECRET", upstream_key.secret_arn)
+        self.function.add_environment("PMCP_SECRET_CACHE_S", str(config.secret_cache_s))
+        self.upstream_key_secret = upstream_key
+        CfnOutput(self, "UpstreamApiKeySecretArn", value=upstream_key.secret_arn)
+        CfnOutput(
+            self,
+            "SetUpstreamKeyCommand",
+            description="Store the Alpha Vantage key the endpoint uses (read from $ALPHAVANTAGE_API_KEY)",
+            value=Fn.join(
+                "",
+                [
+                    "aws secretsmanager put-secret-value --secret-id ",
+                    upstream_key.secret_arn,
+                    ' --secret-string "$ALPHAVANTAGE_API_KEY"',
+                ],
+            ),
+        )
+        if config.server_key:  # oauth mode: callers present access tokens, not endpoint tokens
+            self._endpoint_tokens()
+
+    def _endpoint_tokens(self) -> None:
         tokens = secretsmanager.Secret(
             self,
             "EndpointTokensSecret",
@@ -409,27 +453,10 @@ class ProgressiveMcpStack(Stack):
             "rotate by adding a new token next to the old one (the value is a comma-separated list), moving "
             "clients, then removing the old token.",
         )
-        upstream_key.grant_read(self.role)
         tokens.grant_read(self.role)
-        self.function.add_environment("PMCP_UPSTREAM_KEY_SECRET", upstream_key.secret_arn)
         self.function.add_environment("PMCP_ENDPOINT_TOKENS_SECRET", tokens.secret_arn)
-        self.function.add_environment("PMCP_SECRET_CACHE_S", str(config.secret_cache_s))
-        self.upstream_key_secret, self.endpoint_tokens_secret = upstream_key, tokens
-        CfnOutput(self, "UpstreamApiKeySecretArn", value=upstream_key.secret_arn)
+        self.endpoint_tokens_secret = tokens
         CfnOutput(self, "EndpointTokensSecretArn", value=tokens.secret_arn)
-        CfnOutput(
-            self,
-            "SetUpstreamKeyCommand",
-            description="Store the Alpha Vantage key the endpoint uses (read from $ALPHAVANTAGE_API_KEY)",
-            value=Fn.join(
-                "",
-                [
-                    "aws secretsmanager put-secret-value --secret-id ",
-                    upstream_key.secret_arn,
-                    ' --secret-string "$ALPHAVANTAGE_API_KEY"',
-                ],
-            ),
-        )
         CfnOutput(
             self,
             "GetEndpointTokenCommand",

@@ -12,7 +12,7 @@ starts as fast as the core alone. Example::
 | `PMCP_CACHE_TABLE` | none: in-memory per instance | DynamoDB table of upstream answers, shared by instances |
 | `PMCP_RESULTS_BUCKET` | none: previews only | S3 bucket for full results too large for the token budget |
 | `PMCP_RESULT_URL_TTL_S` | `900` | lifetime of the presigned URL to an offloaded result, seconds |
-| `PMCP_UPSTREAM_KEY_SECRET` | none: `ALPHAVANTAGE_API_KEY` | server-key: secret (name or ARN) with the upstream key |
+| `PMCP_UPSTREAM_KEY_SECRET` | none: `ALPHAVANTAGE_API_KEY` | server-key, oauth: secret (name or ARN): upstream key |
 | `PMCP_ENDPOINT_TOKENS_SECRET` | none: `PMCP_ENDPOINT_TOKENS` | server-key: secret (name or ARN) with bearer tokens |
 | `PMCP_SECRET_CACHE_S` | `300` | how long an instance keeps a secret value before reading it again |
 | `PMCP_INDEX_TABLE` | none: SQLite in /tmp, synced at cold start | the gateway's tool store (with `PMCP_SERVERS`) |
@@ -396,11 +396,14 @@ def endpoint_from_environment(
     key_secret = _text(env, ENV_UPSTREAM_KEY_SECRET)
     tokens_secret = _text(env, ENV_ENDPOINT_TOKENS_SECRET)
     secret_cache_s = _int(env, ENV_SECRET_CACHE_S, DEFAULT_SECRET_CACHE_S, 0, 86400)
-    if settings.auth_mode != "server-key" and (key_secret or tokens_secret):
+    if settings.auth_mode == "passthrough" and (key_secret or tokens_secret):
         logger.warning(
-            "secrets are only read in server-key auth mode; ignored", extra={"auth_mode": settings.auth_mode}
+            "secrets are only read in server-key and oauth auth modes; ignored", extra={"auth_mode": settings.auth_mode}
         )
         key_secret = tokens_secret = None
+    if settings.auth_mode == "oauth" and tokens_secret:  # access tokens replace the static endpoint tokens
+        logger.warning("the endpoint tokens secret is not read in oauth auth mode; ignored")
+        tokens_secret = None
     if not settings.cache:
         table = None
     index_table = _text(env, ENV_INDEX_TABLE) if settings.servers_path else None

@@ -45,7 +45,7 @@ META_TOOLS = frozenset({*META_TOOL_NAMES, TOOL_EXECUTE})  # code mode's TOOL_EXE
 UPSTREAM_FAULTS = frozenset(
     {"UpstreamUnavailable", "UpstreamTimeout", "UpstreamBadResponse", "RateLimited", "UpstreamError"}
 )
-# In server-key mode the key is the operator's: the upstream refusing it fails every caller, so it counts too.
+# In server-key and oauth modes the key is the operator's: the upstream refusing it fails every caller, so it counts.
 SERVER_KEY_FAULTS = UPSTREAM_FAULTS | {"MissingApiKey"}
 CACHE_METRICS = {"hit": "CacheHits", "miss": "CacheMisses", "error": "CacheErrors"}
 # Kept from the invocation's remaining time for answering after an upstream gives up: the error result,
@@ -170,6 +170,7 @@ def _observe(endpoint: Endpoint, response: HttpResponse, duration_ms: float, col
             "tool": tool if known_tool else None,
             "protocol_version": exchange.protocol_version,
             "mode": exchange.mode,
+            "identity": exchange.identity,  # oauth: a digest of issuer and subject, never the token
             "error_code": exchange.error_code,
             "tool_error": exchange.call.error,
             "upstream_ms": None if exchange.call.upstream_ms is None else round(exchange.call.upstream_ms, 1),
@@ -189,7 +190,7 @@ def _loggable(text: str | None) -> str | None:
 def _observe_service(endpoint: Endpoint, exchange: Exchange) -> None:
     """Counts by service alone (a metric math alarm needs both sides of a rate under the same dimensions)."""
     metrics = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE)
-    faults = SERVER_KEY_FAULTS if endpoint.auth_mode == "server-key" else UPSTREAM_FAULTS
+    faults = UPSTREAM_FAULTS if endpoint.auth_mode == "passthrough" else SERVER_KEY_FAULTS
     for call in (exchange.call, *exchange.call.script_calls):  # a TOOL_EXECUTE: each of its script's calls
         if call.upstream_ms is not None:
             metrics.add_metric(name="UpstreamCalls", unit=MetricUnit.Count, value=1)

@@ -849,6 +849,8 @@ def run(args: argparse.Namespace) -> int:
                 os.environ["PMCP_UPSTREAM_URL"] = sample.url
                 if _set("PMCP_AUTH_MODE") == "server-key":
                     made_token = _server_key_for_the_sample()
+                elif _set("PMCP_AUTH_MODE") == "oauth":
+                    _server_key_for_the_sample(make_token=False)
             from lambda_fn.handler import ENDPOINT, handler
         except ProgressiveMCPError as exc:
             print(f"progressive-mcp: {exc}", file=sys.stderr)
@@ -866,9 +868,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _server_key_for_the_sample() -> str | None:
-    """Server-key mode against the sample upstream: a dummy upstream key (the sample takes any), and a bearer
-    token made for this run unless tokens are configured. Returns the token made, if any."""
+def _server_key_for_the_sample(*, make_token: bool = True) -> str | None:
+    """Server-key (or oauth) mode against the sample upstream: a dummy upstream key (the sample takes any), and
+    in server-key mode a bearer token made for this run unless tokens are configured. Returns the token made."""
     from progressive_mcp.sources import default_spec_path
     from progressive_mcp.sources.spec import load_spec
 
@@ -876,7 +878,7 @@ def _server_key_for_the_sample() -> str | None:
     if auth is not None:
         os.environ[auth.env] = SAMPLE_UPSTREAM_KEY  # never a real key: it would only go to the fake upstream
     os.environ.pop("PMCP_UPSTREAM_KEY_SECRET", None)
-    if _set("PMCP_ENDPOINT_TOKENS") or _set("PMCP_ENDPOINT_TOKENS_SECRET"):
+    if not make_token or _set("PMCP_ENDPOINT_TOKENS") or _set("PMCP_ENDPOINT_TOKENS_SECRET"):
         return None
     token = secrets.token_urlsafe(24)
     os.environ["PMCP_ENDPOINT_TOKENS"] = token
@@ -885,6 +887,12 @@ def _server_key_for_the_sample() -> str | None:
 
 def _how_to_call(auth_mode: str, *, sample_upstream: bool, made_token: str | None) -> str:
     """The banner's hint: how a client calls tools in this auth mode."""
+    if auth_mode == "oauth":
+        where = "; the sample upstream gets a dummy key" if sample_upstream else ""
+        return (
+            f"oauth mode: clients sign in at {_set('PMCP_OAUTH_ISSUER')} (the 401's WWW-Authenticate names this "
+            f"endpoint's metadata){where}"
+        )
     if auth_mode != "server-key":
         return "call tools with ?apikey=demo (any key works with the sample upstream)" if sample_upstream else ""
     if made_token is not None:

@@ -23,8 +23,8 @@ from progressive_mcp.upstream_auth import AUTH_ENV, KEY_FORMAT_ENV, check_key_fo
 
 Mode = Literal["progressive", "direct", "hybrid", "code"]
 MODES: tuple[Mode, ...] = ("progressive", "direct", "hybrid", "code")
-AuthMode = Literal["passthrough", "server-key"]
-AUTH_MODES: tuple[AuthMode, ...] = ("passthrough", "server-key")
+AuthMode = Literal["passthrough", "server-key", "oauth"]
+AUTH_MODES: tuple[AuthMode, ...] = ("passthrough", "server-key", "oauth")
 UPSTREAM_KEY_ENV = "PMCP_UPSTREAM_KEY"  # the upstream key of any catalog (its spec may name another variable too)
 DEFAULT_MAX_RESULT_TOKENS = 8000
 DEFAULT_MAX_BODY_BYTES = 1_048_576
@@ -69,6 +69,11 @@ class Settings:
     # The HTTP endpoint only:
     auth_mode: AuthMode = "passthrough"
     endpoint_tokens: tuple[str, ...] = field(default=(), repr=False)
+    # oauth mode (progressive_mcp.oauth): who issues access tokens, the resource they must name (None: the URL
+    # the request came to), and the scopes every token must carry.
+    oauth_issuer: str | None = None
+    oauth_audience: str | None = None
+    oauth_scopes: tuple[str, ...] = ()
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     list_ttl_s: int = DEFAULT_LIST_TTL_S
     conformance_fixtures: bool = False  # adds the conformance suite's diagnostic tools (never in production)
@@ -122,6 +127,12 @@ class Settings:
             values["auth_mode"] = env["PMCP_AUTH_MODE"].strip()
         if env.get("PMCP_ENDPOINT_TOKENS"):
             values["endpoint_tokens"] = split_list(env["PMCP_ENDPOINT_TOKENS"])
+        if env.get("PMCP_OAUTH_ISSUER", "").strip():
+            values["oauth_issuer"] = env["PMCP_OAUTH_ISSUER"].strip()
+        if env.get("PMCP_OAUTH_AUDIENCE", "").strip():
+            values["oauth_audience"] = env["PMCP_OAUTH_AUDIENCE"].strip()
+        if env.get("PMCP_OAUTH_SCOPES"):
+            values["oauth_scopes"] = split_list(env["PMCP_OAUTH_SCOPES"])
         if env.get("PMCP_MAX_BODY_BYTES"):
             values["max_body_bytes"] = _int("PMCP_MAX_BODY_BYTES", env["PMCP_MAX_BODY_BYTES"])
         if env.get("PMCP_LIST_TTL_S"):
@@ -183,6 +194,7 @@ class Settings:
             raise ConfigError(
                 f"auth mode must be one of {', '.join(AUTH_MODES)}, not {self.auth_mode!r} (PMCP_AUTH_MODE)"
             )
+        self._check_oauth()
         if self.max_body_bytes < 1024:
             raise ConfigError(f"PMCP_MAX_BODY_BYTES must be at least 1024, not {self.max_body_bytes}")
         if self.list_ttl_s < 0:
@@ -207,6 +219,16 @@ class Settings:
             check_key_format(self.key_format)
         if self.upstream_url is not None and not self.upstream_url.startswith(("http://", "https://")):
             raise ConfigError(f"the upstream URL must start with http:// or https://, not {self.upstream_url!r}")
+
+    def _check_oauth(self) -> None:
+        if self.auth_mode != "oauth" or not self.oauth_issuer:
+            return  # read only by the HTTP endpoint in oauth mode, which requires the issuer (stdio ignores them)
+        from progressive_mcp.oauth import check_audience, check_issuer, check_scopes
+
+        check_issuer(self.oauth_issuer)
+        if self.oauth_audience is not None:
+            check_audience(self.oauth_audience)
+        check_scopes(self.oauth_scopes)
 
 
 def split_list(value: str) -> tuple[str, ...]:

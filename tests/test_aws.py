@@ -801,3 +801,36 @@ def test_handler_module_imports_boto3_only_when_asked() -> None:
     }
     # The clients are made at import and send nothing until used (no network here, no moto in that process).
     assert json.loads(_fresh_import(aws_env, code)) == ["DynamoDBCache", "S3ResultStore", True]
+
+
+def test_oauth_mode_reads_the_upstream_key_secret_and_checks_access_tokens(
+    aws: None, upstream: SampleUpstream, stdout_logs: None, capsys: pytest.CaptureFixture[str], caplog: Any
+) -> None:
+    """On Lambda, oauth mode keeps the upstream key in its secret (the endpoint tokens secret, never created here,
+    is not read) and the resource is the API's own https URL, from the event's Host and X-Forwarded-Proto."""
+    from oauth_issuer import loopback_issuer
+
+    create_table()
+    create_bucket()
+    create_secret("pmcp/upstream-key", json.dumps({"api_key": UPSTREAM_KEY}))
+    resource = "https://r2d2c3po9x.execute-api.us-east-1.amazonaws.com/mcp"
+    with loopback_issuer() as issuer:
+        env = {**server_key_env(upstream), "PMCP_AUTH_MODE": "oauth", "PMCP_OAUTH_ISSUER": issuer.url}
+        handle = make_handler(endpoint_from_environment(env, session=session()))
+        token = issuer.mint(resource)
+        answer = handle(api_event(tool_call("GLOBAL_QUOTE", {"symbol": "IBM"}), bearer(token)), lambda_ctx("o-1"))
+        refused = handle(api_event(rpc("tools/list"), bearer(issuer.mint(resource.replace("r2d2", "c3po")))), None)
+        missing = handle(api_event(rpc("tools/list")), lambda_ctx("o-3"))
+    assert answer["statusCode"] == 200 and structured(answer)["data"]["Global Quote"]["01. symbol"] == "IBM"
+    (sent,) = upstream.requests_snapshot(unmasked=True)
+    assert sent["apikey"] == UPSTREAM_KEY
+    metadata = "https://r2d2c3po9x.execute-api.us-east-1.amazonaws.com/.well-known/oauth-protected-resource/mcp"
+    assert missing["statusCode"] == 401
+    assert missing["headers"]["WWW-Authenticate"] == f'Bearer resource_metadata="{metadata}"'
+    assert refused["statusCode"] == 401 and 'error="invalid_token"' in refused["headers"]["WWW-Authenticate"]
+    out = capsys.readouterr().out
+    requests = [line for line in json_lines(out) if line.get("message") == "request"]
+    assert requests[0]["identity"].startswith("oauth:")
+    for part in token.split("."):
+        assert part not in out + caplog.text
+    assert UPSTREAM_KEY not in out + caplog.text

@@ -40,6 +40,7 @@ from lambda_fn import aws
 ROOT = Path(__file__).resolve().parent.parent
 IMPORTED_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:alphavantage-key-AbC123"
 SERVERS_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:mcp-servers-env-XyZ789"
+OAUTH_ISSUER = "https://login.example.com/realms/mcp"
 CONFIGS = {
     "default": StackConfig(),
     "url": StackConfig(
@@ -79,6 +80,7 @@ CONFIGS = {
     # secret_cache_s: an environment variable set after the version is first asked for (see the version tests).
     "snap_url": StackConfig(snap_start=True, endpoint="function-url", reserved_concurrency=5, secret_cache_s=60),
     "snap_gateway": StackConfig(snap_start=True, servers="tests/fixtures/servers/remote_servers.json"),
+    "oauth": StackConfig(auth_mode="oauth", oauth_issuer=OAUTH_ISSUER, oauth_scopes=("mcp:tools", "mcp:read")),
 }
 SNAP_CONFIGS = ("snap_http", "snap_url", "snap_gateway")
 
@@ -690,6 +692,12 @@ def test_every_acknowledgement_is_needed_and_explained(
         ({"throttle_rate": 0}, "throttle_rate must be positive"),
         ({"reserved_concurrency": 0}, "reserved_concurrency must be between 1"),
         ({"auth_mode": "passthrough", "upstream_key_secret_arn": IMPORTED_ARN}, "only used with auth_mode=server-key"),
+        ({"auth_mode": "oauth"}, "auth_mode=oauth needs oauth_issuer"),
+        ({"auth_mode": "oauth", "oauth_issuer": "http://login.example.com"}, "oauth_issuer, the https URL"),
+        ({"auth_mode": "oauth", "oauth_issuer": "https://login.example.com?x=1"}, "oauth_issuer, the https URL"),
+        ({"oauth_issuer": OAUTH_ISSUER}, "only used with auth_mode=oauth"),
+        ({"auth_mode": "oauth", "oauth_issuer": OAUTH_ISSUER, "oauth_audience": "mcp.example/mcp"}, "oauth_audience"),
+        ({"auth_mode": "oauth", "oauth_issuer": OAUTH_ISSUER, "oauth_scopes": ('a"b',)}, "oauth_scopes"),
         ({"upstream_key_secret_arn": "arn:aws:s3:::bucket"}, "not a Secrets Manager ARN"),
         ({"alarm_email": "ops"}, "not an email address"),
         ({"upstream_error_rate_threshold": 1.5}, "upstream_error_rate_threshold must be in"),
@@ -1040,3 +1048,49 @@ def test_snap_start_is_a_switch_that_needs_python_3_12(monkeypatch: pytest.Monke
     assert StackConfig(python_runtime="3.11").python_runtime == "3.11"
     with pytest.raises(ValueError, match=r"snap_start needs python_runtime 3\.12 or later"):
         StackConfig(snap_start=True, python_runtime="3.11")
+
+
+# --- oauth mode -----------------------------------------------------------------------------------------
+
+
+def test_oauth_mode_keeps_the_upstream_key_secret_and_no_endpoint_tokens(synths: dict[str, Synth]) -> None:
+    oauth = synths["oauth"]
+    (secret_id, secret), *others = oauth.resources("AWS::SecretsManager::Secret").items()
+    assert others == [] and secret_id == oauth.logical_id(oauth.stack.upstream_key_secret)
+    assert secret["Properties"]["SecretString"] == UPSTREAM_KEY_PLACEHOLDER
+    env = oauth.environment()
+    assert env["PMCP_AUTH_MODE"] == "oauth"
+    assert env["PMCP_OAUTH_ISSUER"] == OAUTH_ISSUER
+    assert env["PMCP_OAUTH_SCOPES"] == "mcp:tools,mcp:read"
+    assert "PMCP_OAUTH_AUDIENCE" not in env  # each request's own URL, the API's
+    assert env["PMCP_UPSTREAM_KEY_SECRET"] == {"Ref": secret_id}
+    assert "PMCP_ENDPOINT_TOKENS_SECRET" not in env
+    assert [s["Resource"] for s in oauth.statements_with("secretsmanager:")] == [{"Ref": secret_id}]
+    assert "EndpointTokensSecretArn" not in oauth.json["Outputs"]
+    assert "SetUpstreamKeyCommand" in oauth.json["Outputs"]
+
+
+def test_oauth_mode_routes_the_resource_metadata_to_the_function(synths: dict[str, Synth]) -> None:
+    oauth = synths["oauth"]
+    routes = sorted(r["Properties"]["RouteKey"] for r in oauth.resources("AWS::ApiGatewayV2::Route").values())
+    assert routes == [
+        "DELETE /mcp",
+        "GET /.well-known/oauth-protected-resource",
+        "GET /.well-known/oauth-protected-resource/mcp",
+        "GET /mcp",
+        "OPTIONS /.well-known/oauth-protected-resource",
+        "OPTIONS /.well-known/oauth-protected-resource/mcp",
+        "OPTIONS /mcp",
+        "POST /mcp",
+    ]
+    (integration_id, _integration) = oauth.one("AWS::ApiGatewayV2::Integration")
+    for route in oauth.resources("AWS::ApiGatewayV2::Route").values():
+        assert route["Properties"]["Target"] == {"Fn::Join": ["", ["integrations/", {"Ref": integration_id}]]}
+
+
+def test_oauth_mode_puts_the_jose_library_in_the_asset_and_only_then(synths: dict[str, Synth], default: Synth) -> None:
+    assert any(req.startswith("pyjwt[crypto]") for req in synths["oauth"].stack.asset_inputs.requirements())
+    assert not any(req.lower().startswith("pyjwt") for req in default.stack.asset_inputs.requirements())
+    asset = synths["oauth"].stack.asset_inputs
+    built = (asset.cache_root / asset.fingerprint()).glob("**/jwt/api_jwt.py")
+    assert next(built, None) is not None, "the built asset carries PyJWT"

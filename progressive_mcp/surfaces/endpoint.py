@@ -36,7 +36,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 from progressive_mcp import __version__
 from progressive_mcp.calls.cache import PUBLIC, SERVER, ResponseCache, ResultStore
@@ -64,6 +64,7 @@ from progressive_mcp.surfaces.surface import CallContext, CallRecord, GatewaySur
 if TYPE_CHECKING:
     from progressive_mcp.gateway.gateway import Gateway
     from progressive_mcp.gateway.store import ToolStore
+    from progressive_mcp.oauth import TokenValidator
 
 _T = TypeVar("_T")
 
@@ -102,6 +103,10 @@ CORS_ALLOW_HEADERS = "Content-Type, Authorization, MCP-Protocol-Version, Mcp-Met
 CORS_EXPOSE_HEADERS = "WWW-Authenticate, MCP-Protocol-Version"
 # scheme://host[:port] and nothing else: no user info ("evil@localhost"), no suffix ("[::1].evil.example").
 LOOPBACK_ORIGIN = re.compile(r"https?://(?:localhost|127\.0\.0\.1|\[::1\])(?::\d{1,5})?")
+# oauth mode: the Protected Resource Metadata (RFC 9728) of the endpoint, at the root and path-suffixed (/mcp).
+RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource"
+# A Host header that can go into a URL and a quoted header parameter: a name or address and an optional port.
+HOST_HEADER = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?")
 MAX_SURFACE_VARIANTS = 64
 MAX_CACHED_RESULTS = 1024
 # HTTP status of a JSON-RPC error in the 2026-07-28 era (the transport spec's table).
@@ -169,6 +174,7 @@ class Exchange:
     protocol_version: str | None = None
     mode: str | None = None
     error_code: int | None = None  # the JSON-RPC error code, when the answer was a protocol error
+    identity: str | None = None  # oauth mode: a digest of the token's issuer and subject, never the token
     call: CallRecord = field(default_factory=CallRecord)
 
     @property
@@ -232,10 +238,12 @@ class Endpoint:
         endpoint_tokens: Callable[[], Sequence[str]] | None = None,
         current: Callable[[], Surface] | None = None,
         gateway: Gateway | None = None,
+        token_validator: TokenValidator | None = None,
     ) -> None:
         """`server_key` and `endpoint_tokens` supply secrets in server-key mode (default: from settings).
         `current` returns the surface to answer from when it can change (a gateway's, after a sync); `gateway`
-        is closed with the endpoint."""
+        is closed with the endpoint. `token_validator` checks access tokens in oauth mode (default: one for
+        PMCP_OAUTH_ISSUER, reading its keys over HTTP)."""
         self._default = surface
         self._current = current
         self.gateway = gateway
@@ -248,6 +256,18 @@ class Endpoint:
             raise ConfigError(
                 "server-key auth needs at least one endpoint token for callers to present: set PMCP_ENDPOINT_TOKENS "
                 "(comma-separated, so a new token can be added before the old one is removed)"
+            )
+        self._oauth: TokenValidator | None = None
+        if self.auth_mode == "oauth":
+            from progressive_mcp.oauth import TokenValidator
+
+            if not settings.oauth_issuer:
+                raise ConfigError(
+                    "oauth auth mode needs the issuer of the access tokens: set PMCP_OAUTH_ISSUER to its URL (an "
+                    "https URL whose /.well-known/oauth-authorization-server or openid-configuration names its keys)"
+                )
+            self._oauth = token_validator or TokenValidator(
+                settings.oauth_issuer, required_scopes=settings.oauth_scopes
             )
         self._origins = frozenset(o.rstrip("/").lower() for o in settings.allowed_origins)
         self._surfaces: OrderedDict[tuple[Mode, frozenset[str] | None], Surface] = OrderedDict(
@@ -331,7 +351,7 @@ class Endpoint:
                 gateway.start()
             current = GatewaySurfaces(gateway, settings, **pieces).current
             surface = current()
-        if settings.auth_mode == "server-key" and server_key is None:
+        if settings.auth_mode in ("server-key", "oauth") and server_key is None:
             auth = surface.catalog.api.auth
             settings = settings.with_api_key_from(os.environ, auth.env if auth else None)
         return cls(
@@ -352,6 +372,8 @@ class Endpoint:
         cors: dict[str, str] = {}
         key: str | None = None
         try:
+            if self._oauth is not None and self._is_metadata_path(request.path):
+                return self._resource_metadata(request, exchange)
             origin = request.headers.get("origin")
             if origin is not None:
                 if not self.origin_allowed(origin):
@@ -370,7 +392,7 @@ class Endpoint:
                     "message per POST and opens no stream",
                     headers={"Allow": "POST"},
                 )
-            key = self._authorize(request)
+            key = self._authorize(request, exchange)
             body = self._read_body(request)
             return self._message(request, body, key, exchange, cors)
         except _Reject as rej:
@@ -405,10 +427,16 @@ class Endpoint:
             "Access-Control-Max-Age": "86400",
         }
 
-    def _authorize(self, request: HttpRequest) -> str | None:
-        """The upstream key this request may use; in server-key mode, first check the endpoint token."""
+    def _authorize(self, request: HttpRequest, exchange: Exchange | None = None) -> str | None:
+        """The upstream key this request may use; in server-key mode, first check the endpoint token, in oauth
+        mode the access token (its identity's digest goes to `exchange`)."""
         headers = request.headers
         bearer = _bearer(headers.get("authorization"))
+        if self._oauth is not None:
+            identity = self._check_access_token(request, bearer)
+            if exchange is not None:
+                exchange.identity = identity
+            return self._usable_server_key()
         if self.auth_mode == "passthrough":
             key = headers.get("x-api-key", "").strip() or bearer or request.query.get("apikey", "").strip() or None
             problem = key_problem(key) if key else None
@@ -435,6 +463,9 @@ class Endpoint:
                 "The bearer token is not valid for this endpoint",
                 headers={"WWW-Authenticate": f'{challenge}, error="invalid_token"'},
             )
+        return self._usable_server_key()
+
+    def _usable_server_key(self) -> str | None:
         server_key = self._secret(self._server_key)
         problem = key_problem(server_key) if server_key else None
         if problem:
@@ -444,9 +475,107 @@ class Endpoint:
             )
         return server_key
 
-    def _caller(self, request: HttpRequest, key: str | None) -> str:
+    # --- oauth mode: the endpoint as an OAuth 2.1 protected resource --------------------------------------------
+
+    def resource_url(self, request: HttpRequest) -> str:
+        """The endpoint's canonical URL, the resource its tokens must name: PMCP_OAUTH_AUDIENCE, else the URL this
+        request came to (scheme from X-Forwarded-Proto, else http on loopback and https elsewhere), no query."""
+        if self.settings.oauth_audience:
+            return self.settings.oauth_audience
+        from progressive_mcp.oauth import is_loopback_host
+
+        host = request.headers.get("host", "").strip().lower() or "localhost"
+        if HOST_HEADER.fullmatch(host) is None:
+            raise _Reject(400, INVALID_REQUEST, "The Host header is not a host name or address")
+        proto = request.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
+        if proto not in ("http", "https"):
+            proto = "http" if is_loopback_host(urlsplit(f"//{host}").hostname or "") else "https"
+        return f"{proto}://{host}{self.path}"
+
+    def resource_metadata_url(self, request: HttpRequest) -> str:
+        """Where the resource's metadata is: the well-known path inserted before the resource's path (RFC 9728)."""
+        resource = urlsplit(self.resource_url(request))
+        return f"{resource.scheme}://{resource.netloc}{RESOURCE_METADATA_PATH}{resource.path.rstrip('/')}"
+
+    def _is_metadata_path(self, path: str) -> bool:
+        path = path.rstrip("/")
+        suffixes = {"", self.path}
+        if self.settings.oauth_audience:
+            suffixes.add(urlsplit(self.settings.oauth_audience).path.rstrip("/"))
+        return path.startswith(RESOURCE_METADATA_PATH) and path[len(RESOURCE_METADATA_PATH) :] in suffixes
+
+    def _resource_metadata(self, request: HttpRequest, exchange: Exchange) -> HttpResponse:
+        """The Protected Resource Metadata document; public, so any origin may read it."""
+        cors = {"Access-Control-Allow-Origin": "*"}
+        if request.method == "OPTIONS":
+            preflight = {
+                "Access-Control-Allow-Methods": "GET, OPTIONS",
+                "Access-Control-Allow-Headers": "MCP-Protocol-Version",
+                "Access-Control-Max-Age": "86400",
+            }
+            return HttpResponse(204, {**cors, **preflight}, b"", exchange)
+        if request.method not in ("GET", "HEAD"):
+            raise _Reject(405, INVALID_REQUEST, "The resource metadata is read with GET", headers={"Allow": "GET"})
+        document: dict[str, Any] = {
+            "resource": self.resource_url(request),
+            "authorization_servers": [self.settings.oauth_issuer],
+            "bearer_methods_supported": ["header"],
+            "resource_name": self.server_info["title"],
+        }
+        if self.settings.oauth_scopes:
+            document["scopes_supported"] = list(self.settings.oauth_scopes)
+        body = b"" if request.method == "HEAD" else _dumps(document).encode()
+        headers = {"Content-Type": "application/json", "Cache-Control": "public, max-age=300", **cors}
+        return HttpResponse(200, headers, body, exchange)
+
+    def _check_access_token(self, request: HttpRequest, bearer: str | None) -> str:
+        """The identity (a digest) of a valid access token; else 401 or 403 with the challenge RFC 6750 and
+        RFC 9728 describe, which tells the client where to learn how to get one."""
+        from progressive_mcp.oauth import InsufficientScope, IssuerUnavailable, TokenRejected
+
+        assert self._oauth is not None
+        metadata = f'resource_metadata="{self.resource_metadata_url(request)}"'
+        scope = f', scope="{" ".join(self.settings.oauth_scopes)}"' if self.settings.oauth_scopes else ""
+        if bearer is None:
+            raise _Reject(
+                401,
+                INVALID_REQUEST,
+                "This endpoint needs an OAuth access token: send 'Authorization: Bearer <token>' (the "
+                "WWW-Authenticate header says where to get one)",
+                headers={"WWW-Authenticate": f"Bearer {metadata}{scope}"},
+            )
+        try:
+            return self._oauth.validate(bearer, audience=self.resource_url(request)).caller
+        except InsufficientScope as exc:
+            challenge = f'Bearer error="insufficient_scope", error_description="{exc.description}", {metadata}'
+            raise _Reject(
+                403,
+                INVALID_REQUEST,
+                f"Forbidden: {exc.description}; authorize again with the scopes in the WWW-Authenticate header",
+                headers={"WWW-Authenticate": f"{challenge}{scope}"},
+            ) from None
+        except TokenRejected as exc:
+            challenge = f'Bearer error="invalid_token", error_description="{exc.description}", {metadata}'
+            raise _Reject(
+                401,
+                INVALID_REQUEST,
+                f"The access token is not valid for this endpoint: {exc.description}",
+                headers={"WWW-Authenticate": f"{challenge}{scope}"},
+            ) from None
+        except IssuerUnavailable:
+            raise _Reject(
+                503,
+                INTERNAL_ERROR,
+                "The server could not read its authorization server's keys just now; try again in a few seconds",
+                headers={"Retry-After": "5"},
+            ) from None
+
+    def _caller(self, request: HttpRequest, key: str | None, identity: str | None = None) -> str:
         """Who is calling, for code mode's share of sandbox workers: a digest of the bearer token (server-key
-        mode) or of the caller's own key (passthrough), else the client's address. Never the secret itself."""
+        mode), of the token's subject (oauth), or of the caller's own key (passthrough), else the client's
+        address. Never the secret itself."""
+        if identity is not None:
+            return identity
         if self.auth_mode == "server-key":
             token = _bearer(request.headers.get("authorization"))  # _authorize has checked it
             if token:
@@ -522,9 +651,9 @@ class Endpoint:
             api_key=key,
             missing_key_help=self._key_help,
             record=exchange.call,
-            entitlement=SERVER if self.auth_mode == "server-key" else PUBLIC,
+            entitlement=PUBLIC if self.auth_mode == "passthrough" else SERVER,
             deadline=request.deadline,
-            caller=self._caller(request, key),
+            caller=self._caller(request, key, exchange.identity),
             address=request.source_ip,
         )
         if header_version is not None and header_version not in SUPPORTED_VERSIONS:
