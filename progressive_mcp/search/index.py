@@ -567,7 +567,14 @@ class SearchIndex:
         ranking = self.rank(query, limit=limit, categories=categories)
         if ranking.off_topic:
             return []
+        return self.hits(ranking, limit)
+
+    def hits(self, ranking: Ranking, limit: int, *, cut: bool = True) -> list[Hit]:
+        """The best `limit` tools of a ranking as hits, also where it counts its query off-topic; `cut`: stop at a
+        tool far below the best (`search`). TOOL_SEARCH's tail and low-confidence candidates take them uncut."""
         tools = self._tools
+        if not ranking.scores:
+            return []
         if ranking.semantic:  # scores are cosines
             return [
                 Hit(tools[i].name, round(max(score, 0.0), 3), tools[i].summary, tools[i].category)
@@ -577,7 +584,7 @@ class SearchIndex:
         best = ranking.scores[0][1]
         hits = []
         for index, score in ranking.scores[:limit]:
-            if score < best * MIN_SHARE_OF_BEST:
+            if cut and score < best * MIN_SHARE_OF_BEST:
                 break
             tool = tools[index]
             hits.append(Hit(tool.name, round(min(score / total, 1.0), 3), tool.summary, tool.category))
