@@ -35,7 +35,8 @@ TUNING = (("lastfm", None, "all"), ("spotify", None, "dev"), ("alphavantage", RO
 LIMITS = (1, 2, 3, 5)
 BUDGETS = (200, 250, 300, 350, 400, 450)
 SUMMARY_CHARS = (40, 60)
-FLOORS = (0.0, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45)
+FLOORS = (0.0, 0.2, 0.25, 0.3, 0.33, 0.35, 0.4, 0.45)
+SIGNALS = ("confidence", "relative")  # Ranking's: the no-match rule's mean of two shares, or the best tool's share
 
 
 def tuning_sets() -> list[tuple[str, Any, list[Any]]]:
@@ -83,9 +84,9 @@ def sweep(
 
 
 def floors(sets: list[tuple[str, Any, list[Any]]]) -> list[dict[str, Any]]:
-    """At each low-confidence floor: positives without a confident match whose tool the candidates show, and
-    negatives without one that get candidates."""
-    seen: list[tuple[bool, float, bool]] = []  # (positive, confidence, tool among the candidates)
+    """At each low-confidence floor on each signal: positives without a confident match whose tool the candidates
+    show, and negatives without one that get candidates."""
+    seen: list[tuple[bool, dict[str, float], bool]] = []  # (positive, signals, tool among the candidates)
     for _, catalog, queries in sets:
         meta = metatools.MetaTools(catalog)
         for query in queries:
@@ -94,18 +95,21 @@ def floors(sets: list[tuple[str, Any, list[Any]]]) -> list[dict[str, Any]]:
                 continue
             names = [h.name for h in meta.index.hits(ranking, metatools.MAX_CANDIDATES, cut=False)]
             wanted = {n for n, g in query.relevant.items() if g >= HIT_GRADE}
-            seen.append((query.positive, ranking.confidence, bool(wanted & set(names)) and bool(names)))
+            if names:
+                signals = {signal: getattr(ranking, signal) for signal in SIGNALS}
+                seen.append((query.positive, signals, bool(wanted & set(names))))
     out = []
-    for floor in FLOORS:
-        positives = [s for s in seen if s[0]]
-        negatives = [s for s in seen if not s[0]]
+    positives = [s for s in seen if s[0]]
+    negatives = [s for s in seen if not s[0]]
+    for signal, floor in itertools.product(SIGNALS, FLOORS):
         out.append(
             {
+                "signal": signal,
                 "floor": floor,
                 "positives_no_match": len(positives),
-                "positives_shown": sum(1 for _, c, hit in positives if c >= floor and hit),
+                "positives_shown": sum(1 for _, c, hit in positives if c[signal] >= floor and hit),
                 "negatives_no_match": len(negatives),
-                "negatives_with_candidates": sum(1 for _, c, _ in negatives if c >= floor),
+                "negatives_with_candidates": sum(1 for _, c, _ in negatives if c[signal] >= floor),
             }
         )
     return out
@@ -130,7 +134,7 @@ def main() -> None:
     print("low-confidence floor: positives shown / positives without a confident match; negatives given candidates")
     for f in figures["floors"]:
         print(
-            f"  {f['floor']:.2f}: {f['positives_shown']}/{f['positives_no_match']}  "
+            f"  {f['signal']} {f['floor']:.2f}: {f['positives_shown']}/{f['positives_no_match']}  "
             f"{f['negatives_with_candidates']}/{f['negatives_no_match']}"
         )
     for row in figures.get("sweep", []):

@@ -11,9 +11,9 @@ that matches its declared `outputSchema`. Example::
 One TOOL_SEARCH answer shows the best `limit` hits in detail (`results`), then further candidates as compact
 `name: summary` lines (`more`) while the answer stays within SEARCH_BUDGET_TOKENS: the ranker's first choice is
 often not the right one, and a name the agent reads is a name it can TOOL_GET. A query the engine finds no
-confident match for gets no `results`; where its best tools still answer part of it (`Ranking.confidence` at least
-LOW_CONFIDENCE) they come as low-confidence `candidates` lines, else the answer reads as nothing fits. Both list the
-categories, as TOOL_LIST names them.
+confident match for gets no `results`; where its best tool still answers part of it (`Ranking.relative` at least
+LOW_CONFIDENCE_SHARE) the closest tools come as low-confidence `candidates` lines, else the answer reads as nothing
+fits. Both list the categories, as TOOL_LIST names them.
 """
 
 from __future__ import annotations
@@ -47,15 +47,16 @@ DEFAULT_SEARCH_LIMIT = 2  # hits shown in detail unless `limit` says otherwise
 SEARCH_BUDGET_TOKENS = 225
 MAX_MORE = 20
 MORE_SUMMARY_CHARS = 40
-# Where the engine finds no confident match but its best tools still answer this much of the query
-# (`Ranking.confidence`, of index.MIN_CONFIDENCE for a match), up to MAX_CANDIDATES of them are shown, marked
-# low-confidence; below it the query reads as off-topic. At 0.3 on the tuning sets: 11 of 44 positives without a
-# confident match see their tool among the candidates, 45 of 181 such negatives get candidates (0.2: 14, 64).
-LOW_CONFIDENCE = 0.3
+# Where the engine finds no confident match but its best tool still answers this share of the query on its own
+# (`Ranking.relative`), up to MAX_CANDIDATES tools are shown, marked low-confidence; below it the query reads as
+# off-topic. Chosen with bench/answer_shape.py on the tuning sets: at 0.3, 10 of the 31 positives without a confident
+# match see their tool among the candidates and 26 of 89 such negatives get candidates; the no-match rule's own
+# `Ranking.confidence` at 0.3 gives 11 and 45 (a broad catalog's common words cover off-topic questions together).
+LOW_CONFIDENCE_SHARE = 0.3
 MAX_CANDIDATES = 8
 NO_CONFIDENT_MATCH = "No confident match."
 LOW_CONFIDENCE_HINT = (
-    f"{NO_CONFIDENT_MATCH} candidates: the closest tools, low-confidence; TOOL_GET one if it fits, "
+    f"{NO_CONFIDENT_MATCH} The candidates are the closest tools, low-confidence: TOOL_GET one if it fits, "
     "else rephrase or browse a category with TOOL_LIST."
 )
 NOTHING_FITS_HINT = f"{NO_CONFIDENT_MATCH} Nothing fits: rephrase, or browse a category with TOOL_LIST."
@@ -350,7 +351,7 @@ class MetaTools:
                 result["more"] = more
         else:
             closest = (
-                self.index.hits(ranking, MAX_CANDIDATES, cut=False) if ranking.confidence >= LOW_CONFIDENCE else []
+                self.index.hits(ranking, MAX_CANDIDATES, cut=False) if ranking.relative >= LOW_CONFIDENCE_SHARE else []
             )
             if closest:
                 result["hint"] = LOW_CONFIDENCE_HINT
