@@ -2,7 +2,7 @@
 
 For each tuning catalog (Last.fm, Spotify's dev split, Alpha Vantage's eval/tuning.jsonl: never the held-out ones),
 every answerable query is sent to TOOL_SEARCH with the query alone, as an agent sends it, under each setting of
-the answer's knobs (detailed hits, the answer's token budget, the tail's summary length); the answer's text gives
+the answer's knobs (detailed hits, the answer's budget in characters, the tail's summary length); its text gives
 `shown` (a grade-2 tool named in it) and its cl100k tokens (median, p90). A second table, for the low-confidence
 floor: of the queries the engine finds no confident match for, the positives whose tool the candidates would show
 and the negatives that would get candidates instead of "nothing fits", at each floor.
@@ -33,7 +33,7 @@ from progressive_mcp.tokens import count_tokens, dumps  # noqa: E402
 # (catalog of eval/catalogs.yaml, query file or None for the manifest's, split)
 TUNING = (("lastfm", None, "all"), ("spotify", None, "dev"), ("alphavantage", ROOT / "eval" / "tuning.jsonl", "all"))
 LIMITS = (1, 2, 3, 5)
-BUDGETS = (200, 250, 300, 350, 400, 450)
+BUDGETS = (700, 850, 1000, 1200, 1500)  # characters of the answer's JSON text
 SUMMARY_CHARS = (40, 60)
 FLOORS = (0.0, 0.2, 0.25, 0.3, 0.33, 0.35, 0.4, 0.45)
 SIGNALS = ("confidence", "relative")  # Ranking's: the no-match rule's mean of two shares, or the best tool's share
@@ -60,7 +60,7 @@ def sweep(
     rows = []
     metas = {name: metatools.MetaTools(catalog) for name, catalog, _ in sets}
     for limit, budget, chars in itertools.product(limits, budgets, chars_):
-        metatools.SEARCH_BUDGET_TOKENS, metatools.MORE_SUMMARY_CHARS = budget, chars
+        metatools.SEARCH_BUDGET_CHARS, metatools.MORE_SUMMARY_CHARS = budget, chars
         row: dict[str, Any] = {"limit": limit, "budget": budget, "summary_chars": chars}
         for name, _, queries in sets:
             meta = metas[name]
@@ -120,7 +120,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--floors-only", action="store_true")
     parser.add_argument("--limits", default=",".join(map(str, LIMITS)), help="detailed hits to try")
-    parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="answer budgets (tokens) to try")
+    parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="answer budgets (characters) to try")
     parser.add_argument("--chars", default=",".join(map(str, SUMMARY_CHARS)), help="tail summary lengths to try")
     args = parser.parse_args()
     sets = tuning_sets()

@@ -9,7 +9,7 @@ that matches its declared `outputSchema`. Example::
     meta.tool_search({"query": "apple stock price", "schemas": True})  # the best 1-2 carry "inputSchema"
 
 One TOOL_SEARCH answer shows the best `limit` hits in detail (`results`), then further candidates as compact
-`name: summary` lines (`more`) while the answer stays within SEARCH_BUDGET_TOKENS: the ranker's first choice is
+`name: summary` lines (`more`) while the answer stays within SEARCH_BUDGET_CHARS: the ranker's first choice is
 often not the right one, and a name the agent reads is a name it can TOOL_GET. A query the engine finds no
 confident match for gets no `results`; where its best tool still answers part of it (`Ranking.relative` at least
 LOW_CONFIDENCE_SHARE) the closest tools come as low-confidence `candidates` lines, else the answer reads as nothing
@@ -27,7 +27,7 @@ from progressive_mcp.calls.stubs import python_names, tool_stubs
 from progressive_mcp.catalog import TOOL_ANNOTATIONS, Catalog, CatalogTool, _thaw, closest_names
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool, clip
 from progressive_mcp.search.index import Hit, SearchIndex
-from progressive_mcp.tokens import count_tokens, dumps, estimate_tokens
+from progressive_mcp.tokens import dumps
 
 TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL = "TOOL_LIST", "TOOL_SEARCH", "TOOL_GET", "TOOL_CALL"
 META_TOOL_NAMES = (TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL)
@@ -36,15 +36,16 @@ GET_FORMATS = ("python", "schema")  # code mode's TOOL_GET: Python stubs (the de
 MAX_GET = 10
 MAX_SEARCH_LIMIT = 20
 DEFAULT_SEARCH_LIMIT = 2  # hits shown in detail unless `limit` says otherwise
-# The answer's tail: further candidates as `name: summary` lines, added while the answer (without schemas) stays
-# within SEARCH_BUDGET_TOKENS, at most MAX_MORE of them, each summary cut to MORE_SUMMARY_CHARS. A tool's line and
-# detailed entry are counted once (cl100k; where bpe-openai is absent, as on Lambda, `estimate_tokens`, which
-# overcounts prose: a shorter tail there), so an answer costs a few additions, not a tokenizer pass.
-# Chosen with bench/answer_shape.py on the tuning sets only (Last.fm, Spotify dev, eval/tuning.jsonl): 2 detailed
-# hits and 225 tokens show a grade-2 tool for 0.98 of Alpha Vantage's tuning queries at a median 204 tokens (5 hits
-# and no tail: 0.93 at 188) and 0.82 on the two others at 202 (0.68 before); 1-3 hits, 200-450 tokens and 40-80
-# characters were tried, and beyond ~250 tokens the tail runs out of the engine's candidates rather than budget.
-SEARCH_BUDGET_TOKENS = 225
+# The answer's tail: further candidates as `name: summary` lines, added while the answer's JSON text (without
+# schemas) stays within SEARCH_BUDGET_CHARS, at most MAX_MORE of them, each summary cut to MORE_SUMMARY_CHARS.
+# Characters, not tokens: JSON's length adds up exactly, costs nothing to count and needs no vocabulary (loading
+# cl100k's takes seconds, and the Lambda asset has none); the tokens that budget makes are measured instead
+# (`progressive-mcp eval`, docs/search.md). Chosen with bench/answer_shape.py on the tuning sets only (Last.fm,
+# Spotify dev, eval/tuning.jsonl): 1, 2, 3 and 5 detailed hits, 40-80 character summaries and budgets were tried.
+# Two hits and 800 characters show a grade-2 tool for 0.98 of Alpha Vantage's tuning queries at a median 196 tokens
+# (5 hits and no tail: 0.93 at 188) and 0.81 of the two others' at 184 (0.68 before); 900 characters: 0.987 at 224
+# and 0.82 at 202. More budget soon runs out of the engine's candidates rather than of characters.
+SEARCH_BUDGET_CHARS = 800
 MAX_MORE = 20
 MORE_SUMMARY_CHARS = 40
 # Where the engine finds no confident match but its best tool still answers this share of the query on its own
@@ -197,14 +198,6 @@ def _object(properties: dict[str, Any], required: list[str] | None = None, *, cl
     return schema
 
 
-def _count(text: str) -> int:
-    """cl100k tokens of `text`, or where bpe-openai is absent an upper bound that needs no vocabulary."""
-    try:
-        return count_tokens(text)
-    except ImportError:
-        return estimate_tokens(text)
-
-
 def _short(summary: str) -> str:
     """A summary's first sentence, cut at a word to at most MORE_SUMMARY_CHARS."""
     text = " ".join(summary.split())
@@ -341,12 +334,12 @@ class MetaTools:
             {"name": h.name, "score": h.score, "summary": h.summary, "category": h.category} for h in hits
         ]
         result: dict[str, Any] = {"query": query, "results": results}
-        # What the answer costs so far: its frame (the query, the field names) and each detailed entry.
-        spent = _count(dumps({"query": query, "results": [], "more": ""})) + sum(self._costs(h)[1] for h in hits)
+        # The answer's length so far: its frame (the query, the field names) and each detailed entry.
+        spent = len(dumps({"query": query, "results": [], "more": ""})) + sum(self._costs(h)[1] for h in hits)
         if hits:
             shown = {h.name for h in hits}
             tail = [h for h in self.index.hits(ranking, limit + MAX_MORE, cut=False) if h.name not in shown]
-            more = self._lines(tail, SEARCH_BUDGET_TOKENS - spent, MAX_MORE)
+            more = self._lines(tail, SEARCH_BUDGET_CHARS - spent, MAX_MORE)
             if more:
                 result["more"] = more
         else:
@@ -355,7 +348,7 @@ class MetaTools:
             )
             if closest:
                 result["hint"] = LOW_CONFIDENCE_HINT
-                result["candidates"] = self._lines(closest, SEARCH_BUDGET_TOKENS - spent, MAX_CANDIDATES)
+                result["candidates"] = self._lines(closest, SEARCH_BUDGET_CHARS - spent, MAX_CANDIDATES)
             else:
                 result["hint"] = NOTHING_FITS_HINT
             result["categories"] = {n: self.catalog.categories[n] for n in self._category_names(None)}
@@ -367,8 +360,8 @@ class MetaTools:
         return result
 
     def _lines(self, hits: list[Hit], budget: int, most: int) -> str:
-        """Up to `most` hits as `name: summary` lines (a short summary each), while their tokens stay within
-        `budget`."""
+        """Up to `most` hits as `name: summary` lines (a short summary each) while their JSON text, line breaks
+        included, stays within `budget` characters."""
         lines: list[str] = []
         for hit in hits[:most]:
             line, cost = self._costs(hit)[0]
@@ -379,14 +372,14 @@ class MetaTools:
         return "\n".join(lines)
 
     def _costs(self, hit: Hit) -> tuple[tuple[str, int], int]:
-        """A tool's tail line and its tokens (with the escaped line break before it and a token's slack for how it
-        joins), and the tokens of its detailed entry with a comma (the score at its longest); counted once."""
+        """A tool's tail line and its length in JSON with the escaped line break before it, and the length of its
+        detailed entry with a comma (the score at its longest); made once per tool."""
         costs = self._answer_costs.get(hit.name)
         if costs is None:
             summary = _short(hit.summary)
             line = f"{hit.name}: {summary}" if summary and summary.lower() != hit.name.lower() else hit.name
             entry = {"name": hit.name, "score": 0.555, "summary": hit.summary, "category": hit.category}
-            costs = (line, _count("\\n" + dumps(line)[1:-1]) + 1), _count(dumps(entry)) + 1
+            costs = (line, len(dumps(line))), len(dumps(entry)) + 1
             self._answer_costs[hit.name] = costs
         return costs
 
