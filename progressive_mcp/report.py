@@ -300,7 +300,11 @@ def _flows_section(
             return text
 
         searched = json.loads(step(progressive, TOOL_SEARCH, {"query": task.query}))
-        names = [hit["name"] for hit in searched["results"]]
+        # Where the answer names the tool: its detailed hits, then its tail of `name: summary` lines.
+        tail = searched.get("more", "")
+        names = [hit["name"] for hit in searched["results"]] + [
+            line.split(": ", 1)[0] for line in tail.split("\n") if line
+        ]
         rank = names.index(task.tool) + 1 if task.tool in names else None
         with_schemas = step(progressive, TOOL_SEARCH, {"query": task.query, "schemas": True}, "TOOL_SEARCH {schemas}")
         schema_shown = any(h["name"] == task.tool and "inputSchema" in h for h in json.loads(with_schemas)["results"])

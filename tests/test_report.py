@@ -19,7 +19,7 @@ from progressive_mcp.catalog import Catalog
 from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.report import BUDGETS, FLOWS, TASKS, build_report, render
 from progressive_mcp.sources import load_catalog
-from progressive_mcp.surfaces.metatools import SEARCH_SCHEMA_HITS, SEARCH_SCHEMA_SHARE
+from progressive_mcp.surfaces.metatools import DEFAULT_SEARCH_LIMIT, SEARCH_SCHEMA_HITS, SEARCH_SCHEMA_SHARE
 from progressive_mcp.surfaces.surface import CallContext, Surface
 from progressive_mcp.tokens import count_tokens, dumps
 
@@ -209,12 +209,12 @@ def test_search_with_schemas_gives_the_best_hits_the_schema_tool_get_gives(surfa
 @pytest.mark.parametrize("query", QUERIES)
 def test_search_without_the_flag_answers_as_before(surface: Surface, query: str) -> None:
     plain, text = search(surface, {"query": query})
-    hits = surface.meta.index.search(query, limit=5)
-    before = {
-        "query": query,
-        "results": [{"name": h.name, "score": h.score, "summary": h.summary, "category": h.category} for h in hits],
-    }
-    assert text == dumps(before)  # the answer TOOL_SEARCH gave before it had the flag
+    hits = surface.meta.index.search(query, limit=DEFAULT_SEARCH_LIMIT)
+    # The detailed hits TOOL_SEARCH gave before it had the flag (then a tail of `name: summary` lines, issue 29).
+    assert plain["results"] == [
+        {"name": h.name, "score": h.score, "summary": h.summary, "category": h.category} for h in hits
+    ]
+    assert text == dumps(plain)
     jsonschema_rs.validate(output_schema(surface, "TOOL_SEARCH"), plain)
     for off in (False, None, "false"):
         assert search(surface, {"query": query, "schemas": off})[1] == text  # byte for byte

@@ -43,8 +43,10 @@ from progressive_mcp.search.evaluation import (
     load_queries,
     misses,
     run_eval,
+    search_surface,
     select_split,
     summary,
+    surface_answerer,
 )
 from progressive_mcp.search.semantic import describe, semantic_enabled
 from progressive_mcp.sources import load_catalog
@@ -69,7 +71,8 @@ class Target:
     above_baseline: bool
 
     def describe(self) -> str:
-        return f"{self.label} {'≥' if self.higher_is_better else '≤'} {self.bound:.2f}"
+        bound = f"{self.bound:.2f}" if self.bound < 10 else f"{self.bound:.0f}"  # a share, or a count of tokens
+        return f"{self.label} {'≥' if self.higher_is_better else '≤'} {bound}"
 
 
 # The acceptance targets for every catalog. False no-match is not compared with BM25: BM25 returns nothing
@@ -80,6 +83,9 @@ TARGETS = (
     Target("mrr", "MRR", 0.80, True, True),
     Target("no_match_rate", "no-match", 0.85, True, True),
     Target("false_no_match_rate", "false no-match", 0.05, False, False),
+    # What one TOOL_SEARCH answer shows (issue 29): the engine's alone, BM25 has no answer.
+    Target("shown", "shown", 0.95, True, False),
+    Target("answer_tokens_p50", "answer tokens p50", 450, False, False),
 )
 # Columns of the text table: (header, metric key).
 COLUMNS = (
@@ -89,6 +95,12 @@ COLUMNS = (
     ("multi@10", "multi_tool_recall@10"),
     ("false no-match", "false_no_match_rate"),
     ("no-match", "no_match_rate"),
+)
+# Columns of what one answer shows, the engine's alone: (header, metric key, format).
+ANSWER_COLUMNS = (
+    ("shown", "shown", ".3f"),
+    ("tok p50", "answer_tokens_p50", ".0f"),
+    ("tok p90", "answer_tokens_p90", ".0f"),
 )
 
 
@@ -224,7 +236,9 @@ def run_catalogs(manifest_path: str | Path, *, split: str = "all", show_misses: 
         queries = select_split(load_queries(item.queries, catalog), split)
         if not queries:
             raise QueryFileError(str(item.queries), [f"no queries in split {split!r}"])
-        runs = {"engine": run_eval(catalog, queries, engine_ranker(catalog))}
+        meta = search_surface(catalog)
+        answer = surface_answerer(catalog, meta=meta)
+        runs = {"engine": run_eval(catalog, queries, engine_ranker(catalog, meta=meta), answer=answer)}
         runs[BASELINE] = run_eval(catalog, queries, BASELINES[BASELINE](catalog))
         k = runs["engine"]["k"]
         described.update(status="ok", tools=len(catalog), runs={name: summary(run) for name, run in runs.items()})
@@ -342,8 +356,10 @@ def format_catalogs(figures: Mapping[str, Any]) -> str:
     labels = [r["label"] for r in figures["rows"]] + [f"{m['label']} (nn)" for m in figures["means"]]
     width = max([18, *(len(label) for label in labels)])
     cell = 11  # "0.927/0.532"
-    header = f"{'catalog':<{width}} {'role':<15} {'tools':>5} {'pos+neg':>7}" + "".join(
-        f" {title:>{max(cell, len(title))}}" for title, _ in COLUMNS
+    header = (
+        f"{'catalog':<{width}} {'role':<15} {'tools':>5} {'pos+neg':>7}"
+        + "".join(f" {title:>{max(cell, len(title))}}" for title, _ in COLUMNS)
+        + "".join(f" {title:>7}" for title, _, _ in ANSWER_COLUMNS)
     )
     lines = [
         f"TOOL_SEARCH across catalogs: {figures['manifest']}, split {figures['split']}, k = {figures['k']}; "
@@ -355,6 +371,10 @@ def format_catalogs(figures: Mapping[str, Any]) -> str:
 
     def line(label: str, role: str, size: str, counts: str, row: Mapping[str, Any]) -> str:
         cells = "".join(f" {_pair(row['metrics'], key):>{max(cell, len(title))}}" for title, key in COLUMNS)
+        engine = row["metrics"]["engine"]
+        cells += "".join(
+            f" {'n/a' if engine.get(key) is None else format(engine[key], fmt):>7}" for _, key, fmt in ANSWER_COLUMNS
+        )
         return f"{label:<{width}} {role:<15} {size:>5} {counts:>7}{cells}  {_verdict(row['targets'])}"
 
     for row in figures["rows"]:
@@ -394,6 +414,8 @@ def _footer(figures: Mapping[str, Any]) -> list[str]:
         "found, over multi-tool queries;",
         "false no-match: positives answered with nothing; no-match: negatives answered with nothing; "
         "pos+neg: positive+negative queries.",
+        "shown: positives whose grade-2 tool is named in TOOL_SEARCH's answer to the query alone (hits, tail, "
+        "low-confidence candidates); tok p50/p90: that answer's cl100k tokens over positives (engine only).",
         "targets: " + ", ".join(t.describe() for t in TARGETS) + f", and the engine above {BASELINE} on {beat} "
         "(a report: not a gate).",
     ]

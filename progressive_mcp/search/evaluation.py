@@ -27,6 +27,18 @@ Metric definitions (k = 10 unless named; a "hit" is a grade-2 tool, because grad
 - ``false_no_match_rate``: share of positive queries answered with an empty list.
 - latency: time.perf_counter() around each ranker call on a second, warm pass; mean, p50, p99
   (nearest rank) in ms over all queries.
+
+What one answer shows, with an answerer (`surface_answerer`: TOOL_SEARCH with the query alone, through the real
+surface, as an agent calls it; its answer read as the text the agent reads):
+
+- ``shown``: share of positive queries with a grade-2 tool's name anywhere in the answer text (detailed hits,
+  the compact tail, low-confidence candidates), as a whole name (`names_shown`).
+- ``answer_tokens_p50`` / ``answer_tokens_p90``: cl100k tokens of that text over positive queries (nearest rank).
+- ``answer_no_match_rate`` / ``answer_false_no_match_rate``: negatives / positives whose answer says no confident
+  match: its ``results`` are empty, whether or not it lists low-confidence candidates. Such candidates count
+  toward ``shown`` (the agent reads them) and not against no-match (the answer says none is a confident match).
+- ``candidates_on_negatives``: share of negatives whose answer lists low-confidence candidates rather than reading
+  as nothing fits.
 """
 
 from __future__ import annotations
@@ -50,6 +62,8 @@ from progressive_mcp.sources import load_catalog
 
 Ranker = Callable[[str, int], list[str]]
 """A search under test: (query, limit) -> tool names, best first; an empty list means "no match"."""
+Answerer = Callable[[str], str]
+"""TOOL_SEARCH as an agent calls it: (query) -> the answer's text, what the agent reads."""
 
 K = 10
 HIT_GRADE = 2
@@ -68,6 +82,19 @@ TABLE_ROWS = (
     ("false no-match (positives)", "false_no_match_rate"),
     ("no-match rate (negatives)", "no_match_rate"),
 )
+# Rows of what one answer shows, when an answerer ran: (label, metric key, format).
+ANSWER_ROWS = (
+    ("shown in one TOOL_SEARCH answer (grade 2)", "shown", ".3f"),
+    ("answer tokens p50 (positives)", "answer_tokens_p50", ".0f"),
+    ("answer tokens p90 (positives)", "answer_tokens_p90", ".0f"),
+    ("answer: no confident match (negatives)", "answer_no_match_rate", ".3f"),
+    ("answer: no confident match (positives)", "answer_false_no_match_rate", ".3f"),
+    ("answer: candidates listed (negatives)", "candidates_on_negatives", ".3f"),
+)
+# A tool name is whole where no character a name can hold comes before it (a line break escaped in JSON, `\n`, ends
+# the line before) and none follows it (a full stop followed by one continues it: `memory.create_entities`).
+_NAME_BEFORE = r"(?:(?<=\\n)|(?<![\w.\-/]))"
+_NAME_AFTER = r"(?![\w\-/]|\.[\w])"
 
 
 class QueryFileError(InputFileError):
@@ -247,17 +274,63 @@ def percentile(values: Sequence[float], share: float) -> float:
 # --- rankers ----------------------------------------------------------------------------------------------
 
 
-def engine_ranker(catalog: Catalog, *, semantic: bool | None = None) -> Ranker:
-    """The project's search exactly as agents reach it: TOOL_SEARCH over the whole catalog, no category;
-    `semantic`: with or without the semantic signal (None: as PMCP_SEMANTIC says)."""
+def search_surface(catalog: Catalog, *, semantic: bool | None = None) -> Any:
+    """The meta-tools over the whole catalog, for `engine_ranker` and `surface_answerer` to share."""
     from progressive_mcp.surfaces.metatools import MetaTools
 
-    meta = MetaTools(catalog, semantic=semantic)
+    return MetaTools(catalog, semantic=semantic)
+
+
+def engine_ranker(catalog: Catalog, *, semantic: bool | None = None, meta: Any = None) -> Ranker:
+    """The project's search exactly as agents reach it: TOOL_SEARCH over the whole catalog, no category;
+    `semantic`: with or without the semantic signal (None: as PMCP_SEMANTIC says); `meta`: the MetaTools to ask
+    (`search_surface`; None: its own)."""
+    if meta is None:
+        meta = search_surface(catalog, semantic=semantic)
 
     def rank(query: str, limit: int) -> list[str]:
         return [hit["name"] for hit in meta.tool_search({"query": query, "limit": limit})["results"]]
 
     return rank
+
+
+def surface_answerer(catalog: Catalog, *, meta: Any = None, semantic: bool | None = None) -> Answerer:
+    """TOOL_SEARCH with the query alone through the real progressive surface, as an agent calls it: the text of
+    its result. `meta`: the MetaTools to serve it from (shared with `engine_ranker`; None: its own)."""
+    from progressive_mcp.surfaces.metatools import TOOL_SEARCH, MetaTools
+    from progressive_mcp.surfaces.surface import CallContext, Surface
+
+    surface = Surface(catalog, meta=meta if meta is not None else MetaTools(catalog, semantic=semantic))
+    context = CallContext()
+
+    def answer(query: str) -> str:
+        result = surface.call_tool_wire(TOOL_SEARCH, {"query": query}, context)
+        return "".join(part["text"] for part in result["content"] if part.get("type") == "text")
+
+    return answer
+
+
+def names_shown(text: str, names: Iterable[str]) -> list[str]:
+    """The names of `names` that `text` holds as whole names (`stock_quote` is not in `stock_quote_history`)."""
+    return [name for name in names if re.search(_NAME_BEFORE + re.escape(name) + _NAME_AFTER, text)]
+
+
+def _read_answer(text: str, relevant: Mapping[str, int], grade: int) -> dict[str, Any]:
+    """What one answer shows of a query's tools of at least `grade`, its tokens, and whether it says no confident
+    match (no `results`) and lists low-confidence candidates."""
+    from progressive_mcp.tokens import count_tokens
+
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        payload = None
+    payload = payload if isinstance(payload, dict) else {}
+    return {
+        "shown": names_shown(text, sorted(name for name, g in relevant.items() if g >= grade)),
+        "tokens": count_tokens(text),
+        "no_match": payload.get("results") == [],
+        "candidates": bool(payload.get("candidates")),
+    }
 
 
 class Document(Protocol):
@@ -324,8 +397,17 @@ BASELINES: dict[str, Callable[[Catalog], Ranker]] = {"bm25": lambda catalog: BM2
 # --- a run ------------------------------------------------------------------------------------------------
 
 
-def run_eval(catalog: Catalog, queries: Sequence[EvalQuery], ranker: Ranker, *, k: int = K) -> dict[str, Any]:
-    """Every metric of one ranker over the queries, overall and by kind and split, plus per-query rankings.
+def run_eval(
+    catalog: Catalog,
+    queries: Sequence[EvalQuery],
+    ranker: Ranker,
+    *,
+    k: int = K,
+    answer: Answerer | None = None,
+    answer_grade: int = HIT_GRADE,
+) -> dict[str, Any]:
+    """Every metric of one ranker over the queries, overall and by kind and split, plus per-query rankings; with
+    `answer`, also what its answer shows of each query's tools of at least `answer_grade` (untimed).
 
     The set is run once untimed (warm-up), then again timed; the timed pass's rankings are scored.
     """
@@ -340,18 +422,19 @@ def run_eval(catalog: Catalog, queries: Sequence[EvalQuery], ranker: Ranker, *, 
         results = ranker(query.query, k)
         elapsed_ms = (time.perf_counter() - start) * 1000
         ranked = list(dict.fromkeys(results))[:k]  # a ranker that repeats a tool gains nothing by it
-        per_query.append(
-            {
-                "id": query.id,
-                "query": query.query,
-                "kind": query.kind,
-                "split": query.split,
-                "relevant": dict(query.relevant),
-                "results": ranked,
-                "first_hit_rank": first_hit_rank(ranked, query.relevant, k) if query.positive else None,
-                "latency_ms": elapsed_ms,
-            }
-        )
+        record: dict[str, Any] = {
+            "id": query.id,
+            "query": query.query,
+            "kind": query.kind,
+            "split": query.split,
+            "relevant": dict(query.relevant),
+            "results": ranked,
+            "first_hit_rank": first_hit_rank(ranked, query.relevant, k) if query.positive else None,
+            "latency_ms": elapsed_ms,
+        }
+        if answer is not None:
+            record["answer"] = _read_answer(answer(query.query), query.relevant, answer_grade)
+        per_query.append(record)
     by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
     by_split: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in per_query:
@@ -361,6 +444,7 @@ def run_eval(catalog: Catalog, queries: Sequence[EvalQuery], ranker: Ranker, *, 
     return {
         "catalog_version": catalog.version,
         "k": k,
+        **({"answer_grade": answer_grade} if answer is not None else {}),
         **_summarise(per_query, k),
         "by_kind": {kind: _summarise(records, k) for kind, records in sorted(by_kind.items())},
         "by_split": {split: _summarise(records, k) for split, records in sorted(by_split.items())},
@@ -381,6 +465,17 @@ def _summarise(records: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
     def mean(values: list[float]) -> float | None:
         return statistics.fmean(values) if values else None
 
+    answered = {}
+    if records and all("answer" in r for r in records):
+        tokens = [r["answer"]["tokens"] for r in positives]
+        answered = {
+            "shown": mean([float(bool(r["answer"]["shown"])) for r in positives]),
+            "answer_tokens_p50": percentile(tokens, 0.5) if tokens else None,
+            "answer_tokens_p90": percentile(tokens, 0.9) if tokens else None,
+            "answer_no_match_rate": mean([float(r["answer"]["no_match"]) for r in negatives]),
+            "answer_false_no_match_rate": mean([float(r["answer"]["no_match"]) for r in positives]),
+            "candidates_on_negatives": mean([float(r["answer"]["candidates"]) for r in negatives]),
+        }
     return {
         "counts": {
             "queries": len(records),
@@ -398,6 +493,7 @@ def _summarise(records: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
             f"multi_tool_recall@{k}": mean([tool_recall_at(r["results"], r["relevant"], k) for r in multi]),
             "false_no_match_rate": no_match_rate(r["results"] for r in positives),
             "no_match_rate": no_match_rate(r["results"] for r in negatives),
+            **answered,
         },
     }
 
@@ -460,6 +556,9 @@ def format_table(runs: Mapping[str, Mapping[str, Any]]) -> str:
     for label, key in TABLE_ROWS:
         key = key.replace("@10", f"@{k}")
         row(label.replace("@10", f"@{k}"), [runs[n]["metrics"].get(key) for n in names])
+    for label, key, fmt in ANSWER_ROWS:
+        if any(key in runs[n]["metrics"] for n in names):
+            row(label, [runs[n]["metrics"].get(key) for n in names], fmt)
     for group in ("by_kind", "by_split"):
         axis = group.removeprefix("by_")
         for value, part in first[group].items():
@@ -519,7 +618,12 @@ def evaluation_report(
     queries = select_split(load_queries(queries_path, catalog), split)
     if not queries:
         raise QueryFileError(str(queries_path), [f"no queries in split {split!r}"])
-    runs = {"engine": run_eval(catalog, queries, engine_ranker(catalog))}
+    meta = search_surface(catalog)
+    runs = {
+        "engine": run_eval(
+            catalog, queries, engine_ranker(catalog, meta=meta), answer=surface_answerer(catalog, meta=meta)
+        )
+    }
     if baseline:
         runs[baseline] = run_eval(catalog, queries, BASELINES[baseline](catalog))
     found = misses(runs["engine"], show_misses) if show_misses > 0 else None

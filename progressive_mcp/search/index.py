@@ -575,7 +575,14 @@ class SearchIndex:
         ranking = self.rank(query, limit=limit, categories=categories)
         if ranking.off_topic:
             return []
+        return self.hits(ranking, limit)
+
+    def hits(self, ranking: Ranking, limit: int, *, cut: bool = True) -> list[Hit]:
+        """The best `limit` tools of a ranking as hits, also where it counts its query off-topic; `cut`: stop at a
+        tool far below the best (`search`). TOOL_SEARCH's tail and low-confidence candidates take them uncut."""
         tools = self._tools
+        if not ranking.scores:
+            return []
         if ranking.fused:  # scores are shares of the best fused score; the semantic ranking fills the list
             return [
                 Hit(tools[i].name, round(score, 3), tools[i].summary, tools[i].category)
@@ -590,7 +597,7 @@ class SearchIndex:
         best = ranking.scores[0][1]
         hits = []
         for index, score in ranking.scores[:limit]:
-            if score < best * MIN_SHARE_OF_BEST:
+            if cut and score < best * MIN_SHARE_OF_BEST:
                 break
             tool = tools[index]
             hits.append(Hit(tool.name, round(min(score / total, 1.0), 3), tool.summary, tool.category))

@@ -5,7 +5,15 @@ that matches its declared `outputSchema`. Example::
 
     meta = MetaTools(catalog)
     meta.tool_search({"query": "apple stock price"})["results"][0]["name"]   # 'GLOBAL_QUOTE'
+    meta.tool_search({"query": "apple stock price"})["more"]   # 'REALTIME_BULK_QUOTES: Live quotes for ...\n...'
     meta.tool_search({"query": "apple stock price", "schemas": True})  # the best 1-2 carry "inputSchema"
+
+One TOOL_SEARCH answer shows the best `limit` hits in detail (`results`), then further candidates as compact
+`name: summary` lines (`more`) while the answer stays within SEARCH_BUDGET_CHARS: the ranker's first choice is
+often not the right one, and a name the agent reads is a name it can TOOL_GET. A query the engine finds no
+confident match for gets no `results`; where its best tool still answers part of it (`Ranking.relative` at least
+LOW_CONFIDENCE_SHARE) the closest tools come as low-confidence `candidates` lines, else the answer reads as nothing
+fits. Both list the categories, as TOOL_LIST names them.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ from progressive_mcp.calls.stubs import python_names, tool_stubs
 from progressive_mcp.catalog import TOOL_ANNOTATIONS, Catalog, CatalogTool, _thaw, closest_names
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool, clip
 from progressive_mcp.schema_excerpt import output_view
-from progressive_mcp.search.index import SearchIndex
+from progressive_mcp.search.index import Hit, SearchIndex
+from progressive_mcp.tokens import dumps
 
 TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL = "TOOL_LIST", "TOOL_SEARCH", "TOOL_GET", "TOOL_CALL"
 META_TOOL_NAMES = (TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL)
@@ -27,6 +36,32 @@ DETAIL_LEVELS = ("names", "summary")
 GET_FORMATS = ("python", "schema")  # code mode's TOOL_GET: Python stubs (the default there) or JSON schemas
 MAX_GET = 10
 MAX_SEARCH_LIMIT = 20
+DEFAULT_SEARCH_LIMIT = 2  # hits shown in detail unless `limit` says otherwise
+# The answer's tail: further candidates as `name: summary` lines, added while the answer's JSON text (without
+# schemas) stays within SEARCH_BUDGET_CHARS, at most MAX_MORE of them, each summary cut to MORE_SUMMARY_CHARS.
+# Characters, not tokens: JSON's length adds up exactly, costs nothing to count and needs no vocabulary (loading
+# cl100k's takes seconds, and the Lambda asset has none); the tokens that budget makes are measured instead
+# (`progressive-mcp eval`, docs/search.md). Chosen with bench/answer_shape.py on the tuning sets only (Last.fm,
+# Spotify dev, eval/tuning.jsonl): 1, 2, 3 and 5 detailed hits, 40-80 character summaries and budgets were tried.
+# Two hits and 800 characters show a grade-2 tool for 0.98 of Alpha Vantage's tuning queries at a median 196 tokens
+# (5 hits and no tail: 0.93 at 188) and 0.81 of the two others' at 184 (0.68 before); 900 characters: 0.987 at 224
+# and 0.82 at 202. More budget soon runs out of the engine's candidates rather than of characters.
+SEARCH_BUDGET_CHARS = 800
+MAX_MORE = 20
+MORE_SUMMARY_CHARS = 40
+# Where the engine finds no confident match but its best tool still answers this share of the query on its own
+# (`Ranking.relative`), up to MAX_CANDIDATES tools are shown, marked low-confidence; below it the query reads as
+# off-topic. Chosen with bench/answer_shape.py on the tuning sets: at 0.3, 10 of the 31 positives without a confident
+# match see their tool among the candidates and 26 of 89 such negatives get candidates; the no-match rule's own
+# `Ranking.confidence` at 0.3 gives 11 and 45 (a broad catalog's common words cover off-topic questions together).
+LOW_CONFIDENCE_SHARE = 0.3
+MAX_CANDIDATES = 8
+NO_CONFIDENT_MATCH = "No confident match."
+LOW_CONFIDENCE_HINT = (
+    f"{NO_CONFIDENT_MATCH} The candidates are the closest tools, low-confidence: TOOL_GET one if it fits, "
+    "else rephrase or browse a category with TOOL_LIST."
+)
+NOTHING_FITS_HINT = f"{NO_CONFIDENT_MATCH} Nothing fits: rephrase, or browse a category with TOOL_LIST."
 MAX_QUERY_CHARS = 1000  # a need in words is a sentence or two; longer input only costs CPU to rank
 # TOOL_SEARCH {schemas: true} gives the best hit its input schema, and the second one too when it
 # scores within 10% of the best: where the ranking is unsure the agent still calls without TOOL_GET,
@@ -85,11 +120,18 @@ def meta_tool_definitions(catalog: Catalog, tools: tuple[CatalogTool, ...] | Non
         {
             "name": TOOL_SEARCH,
             "title": "Search tools",
-            "description": "Rank tools for a need in plain words.",
+            # The tail's lines are tools too: the agent may TOOL_GET any (7 tokens over "Rank tools for a need in
+            # plain words.", which keeps the definitions within 450 with a 128-character category enum).
+            "description": "Rank tools for a need; more lists name: summary candidates to TOOL_GET.",
             "inputSchema": _object(
                 {
                     "query": string,
-                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "default": 5},
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_SEARCH_LIMIT,
+                        "default": DEFAULT_SEARCH_LIMIT,
+                    },
                     "category": string,
                     "schemas": {
                         "type": "boolean",
@@ -157,6 +199,19 @@ def _object(properties: dict[str, Any], required: list[str] | None = None, *, cl
     return schema
 
 
+def _short(summary: str) -> str:
+    """A summary's first sentence, cut at a word to at most MORE_SUMMARY_CHARS."""
+    text = " ".join(summary.split())
+    end = text.find(". ")
+    if end > 0:
+        text = text[:end]
+    text = text.rstrip(".")
+    if len(text) <= MORE_SUMMARY_CHARS:
+        return text
+    cut = text.rfind(" ", 0, MORE_SUMMARY_CHARS + 1)
+    return text[: cut if cut > MORE_SUMMARY_CHARS // 2 else MORE_SUMMARY_CHARS].rstrip(" ,;:-(")
+
+
 def _flag(value: Any) -> bool | None:
     """A boolean argument, also as the strings some clients send ("true", "False"); null is false;
     None if it is none of these."""
@@ -200,6 +255,7 @@ class MetaTools:
             self.index = SearchIndex(self.tools, catalog.vocabulary, categories=catalog.categories, semantic=semantic)
         self._described: dict[str, dict[str, Any]] = {}
         self._output_views: dict[str, dict[str, Any]] = {}
+        self._answer_costs: dict[str, tuple[tuple[str, int], int]] = {}  # see `_costs`
         # readOnlyHint alone: destructiveHint is moot for read-only tools and openWorldHint defaults to true.
         self.definitions = [
             dict(d, annotations={"readOnlyHint": True}) for d in meta_tool_definitions(catalog, self.tools)
@@ -263,7 +319,7 @@ class MetaTools:
             raise self._bad(
                 TOOL_SEARCH, f"query is {len(query)} characters; describe the need in at most {MAX_QUERY_CHARS}"
             )
-        limit = args.get("limit", 5)
+        limit = args.get("limit", DEFAULT_SEARCH_LIMIT)
         if isinstance(limit, str) and limit.strip().isdigit():
             limit = int(limit)
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_SEARCH_LIMIT:
@@ -273,20 +329,61 @@ class MetaTools:
             raise self._bad(TOOL_SEARCH, "schemas must be true or false")
         category = args.get("category")
         scope = frozenset(self._category_names(category, TOOL_SEARCH)) if category else self._scope
-        hits = self.index.search(query, limit=limit, categories=scope)
+        # One ranking, deep enough for the tail: the detailed hits are what `SearchIndex.search` would give.
+        ranking = self.index.rank(query, limit=limit + MAX_MORE, categories=scope)
+        hits = [] if ranking.off_topic else self.index.hits(ranking, limit)
         results: list[dict[str, Any]] = [
             {"name": h.name, "score": h.score, "summary": h.summary, "category": h.category} for h in hits
         ]
+        result: dict[str, Any] = {"query": query, "results": results}
+        # The answer's length so far: its frame (the query, the field names) and each detailed entry.
+        spent = len(dumps({"query": query, "results": [], "more": ""})) + sum(self._costs(h)[1] for h in hits)
+        if hits:
+            shown = {h.name for h in hits}
+            tail = [h for h in self.index.hits(ranking, limit + MAX_MORE, cut=False) if h.name not in shown]
+            more = self._lines(tail, SEARCH_BUDGET_CHARS - spent, MAX_MORE)
+            if more:
+                result["more"] = more
+        else:
+            closest = (
+                self.index.hits(ranking, MAX_CANDIDATES, cut=False) if ranking.relative >= LOW_CONFIDENCE_SHARE else []
+            )
+            if closest:
+                result["hint"] = LOW_CONFIDENCE_HINT
+                result["candidates"] = self._lines(closest, SEARCH_BUDGET_CHARS - spent, MAX_CANDIDATES)
+            else:
+                result["hint"] = NOTHING_FITS_HINT
+            result["categories"] = {n: self.catalog.categories[n] for n in self._category_names(None)}
         if with_schemas and hits:
             # The very schema TOOL_GET gives, so a call built from it passes TOOL_CALL's validation.
             for hit, entry in zip(hits[:SEARCH_SCHEMA_HITS], results, strict=False):
                 if hit.score >= SEARCH_SCHEMA_SHARE * hits[0].score:
                     entry["inputSchema"] = self._describe(self.lookup(hit.name))["inputSchema"]
-        result: dict[str, Any] = {"query": query, "results": results}
-        if not hits:
-            result["hint"] = "No tool matches well. Rephrase, or browse a category with TOOL_LIST."
-            result["categories"] = {n: self.catalog.categories[n] for n in self._category_names(None)}
         return result
+
+    def _lines(self, hits: list[Hit], budget: int, most: int) -> str:
+        """Up to `most` hits as `name: summary` lines (a short summary each) while their JSON text, line breaks
+        included, stays within `budget` characters."""
+        lines: list[str] = []
+        for hit in hits[:most]:
+            line, cost = self._costs(hit)[0]
+            budget -= cost
+            if budget < 0:
+                break
+            lines.append(line)
+        return "\n".join(lines)
+
+    def _costs(self, hit: Hit) -> tuple[tuple[str, int], int]:
+        """A tool's tail line and its length in JSON with the escaped line break before it, and the length of its
+        detailed entry with a comma (the score at its longest); made once per tool."""
+        costs = self._answer_costs.get(hit.name)
+        if costs is None:
+            summary = _short(hit.summary)
+            line = f"{hit.name}: {summary}" if summary and summary.lower() != hit.name.lower() else hit.name
+            entry = {"name": hit.name, "score": 0.555, "summary": hit.summary, "category": hit.category}
+            costs = (line, len(dumps(line))), len(dumps(entry)) + 1
+            self._answer_costs[hit.name] = costs
+        return costs
 
     def tool_search_code(self, args: dict[str, Any]) -> dict[str, Any]:
         """TOOL_SEARCH in code mode: `schemas: true` attaches Python stubs instead of input schemas."""

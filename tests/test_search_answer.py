@@ -1,0 +1,198 @@
+"""Tests for the shape of one TOOL_SEARCH answer: the best hits in detail, then a compact tail of further
+candidates (`name: summary` lines) within a token budget; low-confidence candidates where the engine finds no
+confident match but its best tools answer part of the query; "nothing fits" for an off-topic one. On the real
+catalogs (Alpha Vantage, Last.fm, Stripe's and DigitalOcean's real OpenAPI documents), through the real surface,
+and once end to end through the mcp SDK's client over stdio.
+
+Run with: .venv/bin/python -m pytest tests/test_search_answer.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from real_documents import REAL
+
+from progressive_mcp.catalog import Catalog
+from progressive_mcp.sources import load_catalog
+from progressive_mcp.surfaces.metatools import (
+    DEFAULT_SEARCH_LIMIT,
+    MAX_CANDIDATES,
+    MAX_MORE,
+    MORE_SUMMARY_CHARS,
+    NO_CONFIDENT_MATCH,
+    SEARCH_BUDGET_CHARS,
+    MetaTools,
+)
+from progressive_mcp.surfaces.surface import CallContext, Surface
+from progressive_mcp.tokens import count_tokens
+
+ROOT = Path(__file__).resolve().parent.parent
+LASTFM = ROOT / "tests" / "fixtures" / "lastfm" / "lastfm.yaml"
+ANSWER_TOKENS = 450  # issue 29's ceiling for one answer's median; the budget is in characters, well within it
+
+
+@pytest.fixture(scope="module")
+def alphavantage() -> Surface:
+    return Surface(load_catalog())
+
+
+@pytest.fixture(scope="module")
+def lastfm() -> Catalog:
+    return load_catalog(LASTFM)
+
+
+def search(surface: Surface, args: dict[str, Any], mode_code: bool = False) -> tuple[dict[str, Any], str]:
+    """TOOL_SEARCH through the surface: the structured answer and the text the agent reads."""
+    result = surface.call_tool_wire("TOOL_SEARCH", args, CallContext())
+    assert result["isError"] is False, result
+    return result["structuredContent"], result["content"][0]["text"]
+
+
+def tail_names(lines: str) -> list[str]:
+    return [line.split(": ", 1)[0] for line in lines.split("\n")]
+
+
+def test_one_answer_shows_the_best_hits_then_a_compact_tail(alphavantage: Surface) -> None:
+    answer, text = search(alphavantage, {"query": "relative strength index"})
+    results = [hit["name"] for hit in answer["results"]]
+    assert results[0] == "RSI" and len(results) == DEFAULT_SEARCH_LIMIT
+    assert all(set(hit) == {"name", "score", "summary", "category"} for hit in answer["results"])
+    lines = answer["more"].split("\n")
+    assert 3 <= len(lines) <= MAX_MORE
+    names = tail_names(answer["more"])
+    assert len(set(names)) == len(names) and not set(names) & set(results)
+    assert all(name in alphavantage.catalog for name in names)
+    for line in lines:  # `name: summary`, the summary short, its first sentence at most
+        name, summary = line.split(": ", 1)
+        assert 0 < len(summary) <= MORE_SUMMARY_CHARS and ". " not in summary
+        assert alphavantage.catalog.get(name).summary.startswith(summary)
+    # best first: the tail continues the engine's ranking where the detailed hits stop
+    ranking = alphavantage.meta.index.rank("relative strength index", limit=DEFAULT_SEARCH_LIMIT + MAX_MORE)
+    ranked = [h.name for h in alphavantage.meta.index.hits(ranking, DEFAULT_SEARCH_LIMIT + MAX_MORE, cut=False)]
+    assert ranked[: len(results) + len(names)] == results + names
+    assert len(text) <= SEARCH_BUDGET_CHARS and count_tokens(text) <= ANSWER_TOKENS
+
+
+def test_every_name_in_the_tail_is_a_tool_tool_get_accepts(alphavantage: Surface) -> None:
+    answer, _ = search(alphavantage, {"query": "company earnings and cash flow"})
+    names = tail_names(answer["more"])
+    assert names
+    for start in range(0, len(names), 10):
+        got = alphavantage.call_tool_wire("TOOL_GET", {"tool_name": names[start : start + 10]}, CallContext())
+        assert got["isError"] is False
+        assert [t["name"] for t in got["structuredContent"]["tools"]] == names[start : start + 10]
+        assert "not_found" not in got["structuredContent"]
+
+
+def test_the_detailed_hits_are_the_engines_and_limit_counts_them(alphavantage: Surface) -> None:
+    index = alphavantage.meta.index
+    for limit in (1, 3, 20):
+        answer, text = search(alphavantage, {"query": "bitcoin price in euros", "limit": limit})
+        assert [h["name"] for h in answer["results"]] == [
+            h.name for h in index.search("bitcoin price in euros", limit=limit)
+        ]
+        if limit == 1:
+            assert len(answer["more"].split("\n")) >= 5  # the budget the detail leaves goes to the tail
+        if "more" in answer:
+            assert len(text) <= SEARCH_BUDGET_CHARS
+
+
+@pytest.mark.parametrize("document", ["stripe", "digitalocean"])
+def test_the_answer_stays_within_its_budget_on_a_big_catalog(document: str) -> None:
+    """Stripe's 417 tools (long camel-case names) and DigitalOcean's 659: every answer with hits, whatever its
+    tail, is within the budget (its JSON text's characters) and far below 450 tokens; queries made from the tools'
+    own titles and a few plain needs."""
+    if not REAL[document].is_file():
+        pytest.skip(f"{REAL[document]} is absent")
+    surface = Surface(load_catalog(REAL[document]))
+    tools = surface.catalog.tools
+    queries = [t.title for t in tools[:: max(1, len(tools) // 60)]] + [
+        "refund the last payment of a customer",
+        "list every invoice that is still unpaid",
+        "create a new server in Frankfurt with 4 GB of memory",
+        "which of my resources cost the most this month and how do I shrink them",
+    ]
+    with_tail = 0
+    for query in queries:
+        answer, text = search(surface, {"query": query})
+        if answer["results"]:
+            assert len(text) <= SEARCH_BUDGET_CHARS, query
+            assert count_tokens(text) <= ANSWER_TOKENS, query
+            with_tail += "more" in answer
+            for name in tail_names(answer.get("more", "")) if "more" in answer else []:
+                assert name in surface.catalog
+    assert with_tail >= len(queries) // 2
+
+
+def test_schemas_still_go_with_the_best_hits_and_code_mode_has_the_tail(alphavantage: Surface) -> None:
+    answer, _ = search(alphavantage, {"query": "apple stock price", "schemas": True})
+    assert answer["results"][0]["name"] == "GLOBAL_QUOTE" and "inputSchema" in answer["results"][0]
+    assert answer["more"]
+    code = alphavantage.variant("code", None)
+    coded, _ = search(code, {"query": "apple stock price", "schemas": True})
+    assert "stub" in coded["results"][0] and "inputSchema" not in coded["results"][0]
+    assert coded["more"] == answer["more"]
+
+
+@pytest.mark.parametrize("semantic", [False, True])
+def test_low_confidence_lists_the_closest_tools_instead_of_nothing(lastfm: Catalog, semantic: bool) -> None:
+    """A misspelt band and a need in few words: no confident match, but the right tool is among the candidates."""
+    if semantic and not MetaTools(lastfm, semantic=None).index._semantic:
+        pytest.skip("the semantic extra is not installed")
+    meta = MetaTools(lastfm, semantic=semantic)
+    query = "metalica or metallica? right name"
+    ranking = meta.index.rank(query, limit=MAX_CANDIDATES)
+    assert ranking.off_topic and ranking.scores  # the engine's no-match rule fires, its candidates are not nil
+    answer = meta.tool_search({"query": query})
+    assert answer["results"] == []
+    assert answer["hint"].startswith(NO_CONFIDENT_MATCH) and "low-confidence" in answer["hint"]
+    names = tail_names(answer["candidates"])
+    assert "artist.getCorrection" in names and len(names) <= MAX_CANDIDATES
+    assert set(answer["categories"]) == set(lastfm.categories)
+    assert len(json.dumps(answer["candidates"])) < SEARCH_BUDGET_CHARS
+
+
+@pytest.mark.parametrize("query", ["write a haiku about autumn leaves", "zzqx wvvy"])
+def test_an_off_topic_query_still_reads_as_nothing_fits(lastfm: Catalog, query: str) -> None:
+    answer = MetaTools(lastfm).tool_search({"query": query})
+    assert answer["results"] == [] and "candidates" not in answer and "more" not in answer
+    assert answer["hint"].startswith(NO_CONFIDENT_MATCH) and "Nothing fits" in answer["hint"]
+    assert set(answer["categories"]) == set(lastfm.categories)
+
+
+def test_the_search_description_tells_the_agent_about_the_tail(alphavantage: Surface) -> None:
+    definition = next(d for d in alphavantage.tool_definitions() if d["name"] == "TOOL_SEARCH")
+    assert "name: summary" in definition["description"] and "TOOL_GET" in definition["description"]
+    everything = json.dumps(list(alphavantage.tool_definitions()), separators=(",", ":"))
+    assert count_tokens(everything) <= 450  # the four meta-tools' budget (DESIGN.md)
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_tail_names_work_end_to_end_over_stdio() -> None:
+    """The real stdio server and the mcp SDK's client: a name read in the tail is one TOOL_GET takes."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "stdio_server", "--spec", str(LASTFM), "--no-cache"], cwd=str(ROOT)
+    )
+    with tempfile.TemporaryFile("w+") as log:
+        async with Client(stdio_client(params, errlog=log)) as client:
+            found = await client.call_tool("TOOL_SEARCH", {"query": "albums an artist is best known for"})
+            assert not found.is_error
+            names = tail_names(found.structured_content["more"])
+            assert names and json.loads(found.content[0].text) == found.structured_content
+            got = await client.call_tool("TOOL_GET", {"tool_name": names[:3]})
+            assert not got.is_error
+            assert [t["name"] for t in got.structured_content["tools"]] == names[:3]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
