@@ -18,6 +18,7 @@ tests and benchmarks build a host-platform asset through the same code without s
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -597,6 +598,7 @@ def _interpreter_candidates(version: str) -> Iterable[str]:
                 yield str(install / "bin" / f"python{version}")
 
 
+@functools.lru_cache(maxsize=64)  # one question per interpreter and process: a synth asks it for every stack
 def _python_version(executable: str) -> str | None:
     code = "import sys; print(sys.implementation.name, '%d.%d' % sys.version_info[:2])"
     try:

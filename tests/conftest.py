@@ -22,8 +22,10 @@ _started: list[str] = []
 
 
 # aws_cdk's jsii kernel: one node process per Python process, started by whichever test first builds a stack, so
-# it is shared like a session fixture (which test pays for it depends on how xdist deals the tests).
-_SHARED_PER_PROCESS = ("jsii-runtime.js",)
+# it is shared like a session fixture (which test pays for it depends on how xdist deals the tests); likewise the
+# bundler's question to each candidate Lambda interpreter, asked once per process (infra/bundling.py
+# _python_version is cached).
+_SHARED_PER_PROCESS = ("jsii-runtime.js", "print(sys.implementation.name")
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:

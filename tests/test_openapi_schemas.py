@@ -414,6 +414,7 @@ def assert_compiled_is_small_and_the_same(name: str, tmp_path: Path) -> None:
 
 
 @needs_shared
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_the_compiled_stripe_catalog_is_no_larger_than_its_document_and_answers_the_same(tmp_path: Path) -> None:
     assert_compiled_is_small_and_the_same("stripe", tmp_path)
 

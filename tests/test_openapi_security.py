@@ -85,6 +85,7 @@ def _referenced(marker: str) -> str:
 
 @pytest.mark.parametrize("flag", ["--validate", "--strict"])
 @pytest.mark.parametrize("kind", ["http", "outside (relative)", "outside (file URI)"])
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_the_validator_reads_no_network_and_no_file_outside_the_folder(tmp_path: Path, flag: str, kind: str) -> None:
     secret = tmp_path / "secret.yaml"
     secret.write_text(_referenced(MARKER))
@@ -109,6 +110,7 @@ def test_the_validator_reads_no_network_and_no_file_outside_the_folder(tmp_path:
     assert done.returncode == (1 if flag == "--strict" else 0), output
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_the_validator_still_follows_refs_inside_the_folder(tmp_path: Path) -> None:
     (tmp_path / "parts.yaml").write_text(_referenced("not-a-number"))
     document = tmp_path / "openapi.yaml"
@@ -170,6 +172,7 @@ def test_an_alias_bomb_document_is_refused_by_load_catalog(tmp_path: Path, where
     ],
     ids=["spec check", "spec check --validate", "spec compile", "stdio", "serve"],
 )
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_an_alias_bomb_document_fails_every_command_at_once(
     tmp_path: Path, where: str, command: tuple[str, ...]
 ) -> None:
@@ -193,6 +196,7 @@ def _one_path(path: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("path", ["{shard}/v1/plain", "m.evil.net", "@127.0.0.1:18102/stolen", "v1/plain"])
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_a_document_with_a_path_not_starting_with_a_slash_is_refused(tmp_path: Path, path: str) -> None:
     document = tmp_path / "api.json"
     document.write_text(json.dumps(_one_path(path)))

@@ -80,6 +80,7 @@ def test_elsewhere_nothing_is_registered(monkeypatch: pytest.MonkeyPatch) -> Non
     assert snapstart.register_hooks() is False
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_importing_the_module_imports_nothing_else() -> None:
     """Off Lambda (and on Lambda without SnapStart) the module costs its own import only."""
     code = (

@@ -608,6 +608,7 @@ ALIASED_VOCABULARY = (
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("how", ["named by the spec", "--vocabulary", "spec compile --vocabulary"])
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_a_vocabulary_whose_aliases_expand_too_far_is_refused_as_it_is_read(tmp_path: Path, how: str) -> None:
     vocabulary = tmp_path / "words.yaml"
     vocabulary.write_text(ALIASED_VOCABULARY)

@@ -46,6 +46,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason=f"the real OpenAPI documents are not at {SHARED}")
 @pytest.mark.timeout(1500)
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_validate_completes_on_every_real_document() -> None:
     done = cli("spec", "check", "--validate", *map(str, REAL))
     assert "Traceback" not in done.stderr and "Error:" not in done.stderr, done.stderr[-2000:]
@@ -55,6 +56,7 @@ def test_validate_completes_on_every_real_document() -> None:
     assert "the validator stopped early" not in done.stdout
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_a_tag_that_matches_nothing_names_the_tags_there_are() -> None:
     done = cli("spec", "check", str(TASKS), "--include", "tag:nonexistent")
     assert done.returncode == 1
@@ -62,6 +64,7 @@ def test_a_tag_that_matches_nothing_names_the_tags_there_are() -> None:
     assert "Projects" in done.stderr and "Tasks" in done.stderr
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_an_unknown_tag_beside_others_is_a_note() -> None:
     done = cli("spec", "check", str(TASKS), "--include", "tag:Projects,tag:nonexistent")
     assert done.returncode == 0, done.stderr
@@ -75,6 +78,7 @@ def test_a_spec_catalog_filter_that_matches_nothing_names_its_categories() -> No
 
 
 @pytest.mark.parametrize("term", ["method:FETCH", "method:get-ish"])
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_a_method_that_is_no_http_method_is_an_error(term: str) -> None:
     with pytest.raises(SpecError, match="is not an HTTP method"):
         Filter.parse(term)
@@ -83,6 +87,7 @@ def test_a_method_that_is_no_http_method_is_an_error(term: str) -> None:
     assert Filter.parse("method:patch").terms == ("method:patch",)
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_counts_of_one_are_singular() -> None:
     done = cli("spec", "check", str(PAGERDUTY), "--include", "getIncident")
     assert done.returncode == 0, done.stderr

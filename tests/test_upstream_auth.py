@@ -112,6 +112,7 @@ def test_stripe_basic_chosen_with_a_bare_key_says_how_to_send_it(stripe: Catalog
 
 @needs_shared
 @pytest.mark.anyio
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 async def test_stripe_over_stdio_with_the_sdk_client_sends_bearer(api: Recorded) -> None:
     params = StdioServerParameters(
         command=sys.executable,
@@ -217,6 +218,7 @@ def test_stripe_choices_name_its_schemes(stripe: Catalog) -> None:
         Surface.from_settings(spaced, catalog=stripe)
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_the_cli_refuses_a_bad_choice_at_start() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "progressive_mcp", "stdio", "--spec", str(PAGERDUTY)],
@@ -246,6 +248,7 @@ def compile_(*flags: str, env: dict[str, str] | None = None) -> subprocess.Compl
     )
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_spec_compile_records_the_key_format_and_run_time_overrides_it(tmp_path: Path) -> None:
     out = tmp_path / "pd.json"
     done = compile_(str(PAGERDUTY), "-o", str(out), "--key-format", "Token token={key}")
@@ -260,6 +263,7 @@ def test_spec_compile_records_the_key_format_and_run_time_overrides_it(tmp_path:
         assert headers["authorization"] == f"Token {PD_KEY}"
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_spec_compile_refuses_a_bad_flag(tmp_path: Path) -> None:
     done = compile_(str(PAGERDUTY), "-o", str(tmp_path / "x.json"), "--auth", "apikey:nope")
     assert done.returncode == 1 and "--auth=apikey:nope" in done.stderr and "apikey:api_key" in done.stderr

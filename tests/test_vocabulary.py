@@ -83,6 +83,7 @@ def test_a_synonym_from_the_vocabulary_finds_a_tool_its_words_do_not_name() -> N
     assert hits and hits[0].name == "MY_TOOL"
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_spec_compile_carries_the_vocabulary_inside_its_json(tmp_path: Path) -> None:
     out = tmp_path / "compiled.json"
     subprocess.run(
@@ -230,6 +231,7 @@ def given(vocabulary: Path, out: Path) -> list[str]:
     return ["--vocabulary", str(vocabulary), "-o", str(out)]
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py)
 def test_spec_compile_carries_a_given_vocabulary(tmp_path: Path) -> None:
     vocabulary = tmp_path / "v.yaml"
     vocabulary.write_text("synonyms:\n  initiative: [project]\n", encoding="utf-8")
