@@ -551,7 +551,13 @@ def test_same_bytes_from_a_cold_process_with_another_hash_seed(catalog: Catalog)
         "from tests.test_sample_catalog import digests\n"
         "print(json.dumps(digests(json.load(sys.stdin))))\n"
     )
-    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    # the child imports this module, which imports tests/sweeps.py as pytest makes it importable: from tests/
+    tests = os.path.dirname(os.path.abspath(__file__))
+    env = {
+        **os.environ,
+        "PYTHONHASHSEED": "12345",
+        "PYTHONPATH": os.pathsep.join(filter(None, (tests, os.environ.get("PYTHONPATH")))),
+    }
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     done = subprocess.run(
         [sys.executable, "-c", script], input=json.dumps(queries), capture_output=True, text=True, env=env,
