@@ -8,7 +8,8 @@ Python's audit events do not see."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import pytest
@@ -42,6 +43,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "spawns: starts a process, yet stays in `make test` as the one test of its path (see conftest.py)"
     )
+
+
+@contextmanager
+def _shared() -> Iterator[None]:
+    before = len(_started)
+    try:
+        yield
+    finally:
+        del _started[before:]
+
+
+@pytest.fixture(scope="session")
+def shared_work() -> Callable[[], AbstractContextManager[None]]:
+    """For a module- or session-scoped fixture that builds what it holds lazily, inside whichever test first asks
+    (tests/test_infra.py's synthesized stacks, whose bundler runs pip on a cold cache): processes started within
+    `with shared_work():` are the fixture's, as if its setup had started them."""
+    return _shared
 
 
 @pytest.hookimpl(wrapper=True)

@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
@@ -131,12 +133,16 @@ def synthesize(config: StackConfig, outdir: Path) -> Synth:
 
 
 @pytest.fixture(scope="module")
-def synths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Synth]:
-    """CONFIGS by name, each synthesized on first use."""
+def synths(
+    tmp_path_factory: pytest.TempPathFactory, shared_work: Callable[[], AbstractContextManager[None]]
+) -> dict[str, Synth]:
+    """CONFIGS by name, each synthesized on first use (on a cold asset cache the bundler runs pip: the module's
+    work, whichever test asks first)."""
 
     class Synthesized(dict[str, Synth]):
         def __missing__(self, name: str) -> Synth:
-            self[name] = synthesize(CONFIGS[name], tmp_path_factory.mktemp(f"cdk-{name}"))
+            with shared_work():
+                self[name] = synthesize(CONFIGS[name], tmp_path_factory.mktemp(f"cdk-{name}"))
             return self[name]
 
     return Synthesized()

@@ -122,10 +122,23 @@ def test_kept():
 
 def test_in_process():
     assert sum([1, 2]) == 3
+
+@pytest.fixture(scope="module")
+def lazily_built(shared_work):
+    class Built(dict):
+        def __missing__(self, key):
+            with shared_work():  # the module's work, whichever test asks first
+                start()
+            self[key] = key
+            return key
+    return Built()
+
+def test_lazy_module_work(lazily_built):
+    assert lazily_built["a"] == "a"
 """
     )
     result = pytester.runpytest_subprocess("-p", "no:xdist", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=4, errors=1)
+    result.assert_outcomes(passed=5, errors=1)
     result.stdout.fnmatch_lines(["*test_unmarked started 1 process(es) (subprocess.Popen*mark it `slow`*"])
 
 
