@@ -63,10 +63,10 @@ def _spec_check(args: argparse.Namespace) -> int:
 
 def _store_vectors() -> bool:
     """Whether `spec compile` stores the tool documents' vectors: with the semantic extra, unless PMCP_SEMANTIC=off."""
-    from progressive_mcp.search import embedder
+    from progressive_mcp.search import providers
     from progressive_mcp.search.semantic import semantic_enabled
 
-    return embedder.available() and semantic_enabled()
+    return providers.active().available() and semantic_enabled()
 
 
 def _spec_compile(args: argparse.Namespace) -> int:

@@ -44,6 +44,11 @@ class ConfigError(ProgressiveMCPError):
     """A setting (environment variable or command-line flag) has a value we cannot use."""
 
 
+class EmbeddingProviderError(ProgressiveMCPError):
+    """A configured embedding provider could not give vectors (unreachable, refused, wrong size); search goes on
+    without them. The message names the reason, never the key."""
+
+
 class ToolError(ProgressiveMCPError):
     """An error that becomes an `isError` tool result the model can act on."""
 

@@ -214,10 +214,10 @@ def _store_vectors(server: ServerConfig, store: ToolStore, current: list[ToolDoc
     """Embeds the server's tools the store has no vector for (an unchanged tool keeps its key: never embedded
     again), with the semantic extra, unless PMCP_SEMANTIC=off. A failure costs the vectors alone: a search embeds
     what is missing."""
-    from progressive_mcp.search import embedder
+    from progressive_mcp.search import providers
     from progressive_mcp.search.semantic import semantic_enabled
 
-    if not current or not embedder.available() or not semantic_enabled():
+    if not current or not providers.active().available() or not semantic_enabled():
         return
     from progressive_mcp.search import vectors
 
@@ -229,7 +229,7 @@ def _store_vectors(server: ServerConfig, store: ToolStore, current: list[ToolDoc
         if missing:
             cache = vectors.VectorCache()  # this sync's own: rows_for embeds all of `missing`
             rows, _ = vectors.rows_for(missing, cache)
-            step = vectors.ROW_BYTES
+            step = len(rows) // len(missing)  # the provider's width (`providers`)
             store.put_vectors({vectors.key_of(t): rows[i * step : (i + 1) * step] for i, t in enumerate(missing)})
     except Exception as exc:
         logger.warning("the tool vectors of %s were not stored", server.name, extra={"error": type(exc).__name__})

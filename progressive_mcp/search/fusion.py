@@ -19,7 +19,8 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
-from progressive_mcp.search import embedder
+from progressive_mcp.errors import EmbeddingProviderError
+from progressive_mcp.search import providers
 from progressive_mcp.search.vectors import ToolVectors
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ class SemanticFusion:
         embed_query: Callable[[str], NDArray[np.float32]] | None = None,
     ) -> None:
         self._vectors = vectors or ToolVectors(tools)
-        self._embed_query = embed_query or embedder.embed_query
+        self._embed_query = embed_query or providers.active().embed_query
         self._broken = False
         self._lock = threading.Lock()
 
@@ -59,6 +60,8 @@ class SemanticFusion:
         try:
             matrix = self._vectors.matrix()
             query_vector = self._embed_query(query)
+        except EmbeddingProviderError:  # a remote provider's outage (it logs it): lexical alone until it answers
+            return None
         except (ImportError, OSError, ValueError, RuntimeError) as exc:
             with self._lock:
                 if not self._broken:

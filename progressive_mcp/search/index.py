@@ -35,7 +35,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from progressive_mcp.catalog import CatalogTool
-from progressive_mcp.search import embedder
+from progressive_mcp.search import providers
 from progressive_mcp.search import vocabulary as vocab
 from progressive_mcp.search.fusion import DEPTH as FUSION_DEPTH
 from progressive_mcp.search.fusion import SemanticFusion
@@ -537,7 +537,9 @@ class SearchIndex:
         uncurated = vocabulary.unknown_weight is None
         self._semantic = SemanticRescue(self._tools, self._words) if semantic and uncurated and self._tools else None
         # MiniLM's ranking, fused into every answer, under the same conditions; built (not loaded) here.
-        self._fusion = SemanticFusion(self._tools) if fusion and self._semantic and embedder.available() else None
+        self._fusion = (
+            SemanticFusion(self._tools) if fusion and self._semantic and providers.active().available() else None
+        )
         # A request to act ("book me a flight") is off-topic only for a catalog whose every tool just reads.
         self._read_only = all(tool.annotations.get("readOnlyHint") is True for tool in self._tools)
         self._hints = {

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from progressive_mcp.errors import ConfigError
-from progressive_mcp.search import dense
+from progressive_mcp.search import dense, providers
 
 if TYPE_CHECKING:
     from progressive_mcp.catalog import CatalogTool
@@ -65,7 +65,7 @@ def semantic_enabled(environ: Mapping[str, str] | None = None) -> bool:
         raise ConfigError(f"{SEMANTIC_ENV} must be one of {', '.join(SEMANTIC_VALUES)}, not {value!r}")
     if value == "off":
         return False
-    if dense.available():
+    if dense.available() or providers.configured(environ):  # a remote provider needs no extra (`providers`)
         return True
     if value == "on":
         raise ConfigError(
@@ -117,6 +117,8 @@ class SemanticRescue:
         """The dense index, built on first call; None (and lexical search alone from then on) when the extra's
         model cannot be loaded, which is logged once."""
         with self._lock:
+            if self._index is None and not self._broken and not dense.available():
+                self._broken = True  # on for a remote provider's fusion alone (`providers`): nothing to say
             if self._index is None and not self._broken:
                 try:
                     index = dense.DenseIndex.for_tools(self._tools)

@@ -1,28 +1,31 @@
-"""Tool document vectors from the bundled MiniLM model (`embedder`), each computed once and kept by content key.
+"""Tool document vectors from the active embedding provider (`providers`: the bundled MiniLM model by default),
+each computed once and kept by content key.
 
 A tool's document (`document`: its name words, title, summary, category and keywords) is embedded once; the vector
-is kept under `embedder.content_key(document)`, so an unchanged tool is never embedded again, whoever asks. Vectors
-come from three places: a compiled catalog (`spec compile` stores them; `sources.compiled`), the gateway's tool
-store (its sync stores them), or the model itself, lazily, for the documents nobody stored. Example::
+is kept under `key_of` (the provider's model id and the document's digest), so an unchanged tool is never embedded
+again, whoever asks. Vectors come from three places: a compiled catalog (`spec compile` stores them;
+`sources.compiled`), the gateway's tool store (its sync stores them), or the model itself, lazily, for the
+documents nobody stored. Example::
 
     vectors = ToolVectors(catalog.tools)      # nothing is embedded or imported yet
     vectors.matrix()                          # (tools x 384) unit rows: from the cache, embedding what it lacks
 
-Stored, a vector is 384 int8 values (`quantize`): each row scaled so its largest component is 127. Its length is
-lost and does not matter, since a row is made unit length again when read (`dequantize`); cosine rankings of the
-int8 rows match the float ones (tests/test_vectors.py). This module imports neither numpy nor the model until a
-matrix or a vector is asked for.
+Stored, a vector is 384 int8 values (MiniLM's width; a provider's model has its own) (`quantize`): each row scaled
+so its largest component is 127. Its length is lost and does not matter, since a row is made unit length again
+when read (`dequantize`); cosine rankings of the int8 rows match the float ones (tests/test_vectors.py). This
+module imports neither numpy nor the model until a matrix or a vector is asked for.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from progressive_mcp.search import dense, embedder
+from progressive_mcp.search import dense, embedder, providers
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,8 +47,10 @@ def document(tool: CatalogTool) -> str:
 
 
 def key_of(tool: CatalogTool) -> str:
-    """The key a tool's vector is kept under: the model and its document's digest."""
-    return embedder.content_key(document(tool))
+    """The key a tool's vector is kept under: the active provider's model and the document's digest (for the
+    bundled model, `embedder.content_key`)."""
+    digest = hashlib.sha256(document(tool).encode("utf-8")).hexdigest()[:32]
+    return f"{providers.active().model_id}:{digest}"
 
 
 def quantize(vectors: NDArray[np.float32]) -> bytes:
@@ -57,11 +62,11 @@ def quantize(vectors: NDArray[np.float32]) -> bytes:
     return bytes(np.rint(scaled).astype(np.int8).tobytes())
 
 
-def dequantize(data: bytes) -> NDArray[np.float32]:
-    """int8 rows (`quantize`) as unit-length float32 rows."""
+def dequantize(data: bytes, width: int = ROW_BYTES) -> NDArray[np.float32]:
+    """int8 rows (`quantize`) of `width` dimensions as unit-length float32 rows."""
     import numpy as np
 
-    rows = np.frombuffer(data, dtype=np.int8).reshape(-1, ROW_BYTES).astype(np.float32)
+    rows = np.frombuffer(data, dtype=np.int8).reshape(-1, width).astype(np.float32)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
 
@@ -71,10 +76,10 @@ def encode(rows: bytes) -> str:
     return base64.b64encode(rows).decode("ascii")
 
 
-def decode(text: str) -> bytes:
+def decode(text: str, width: int = ROW_BYTES) -> bytes:
     data = base64.b64decode(text.encode("ascii"), validate=True)
-    if len(data) % ROW_BYTES:
-        raise ValueError(f"vector data of {len(data)} bytes is not a whole number of {ROW_BYTES}-byte rows")
+    if width < 1 or len(data) % width:
+        raise ValueError(f"vector data of {len(data)} bytes is not a whole number of {width}-byte rows")
     return data
 
 
@@ -90,7 +95,7 @@ class VectorCache:
 
     def __init__(self) -> None:
         self._rows: dict[str, bytes] = {}
-        self._offered: list[tuple[Sequence[CatalogTool], bytes]] = []
+        self._offered: list[tuple[Sequence[CatalogTool], bytes, int]] = []
         self._lookups: list[tuple[Sequence[CatalogTool], Lookup]] = []
         self._lock = threading.Lock()
 
@@ -106,12 +111,12 @@ class VectorCache:
             self._settle()
             return len(self._rows)
 
-    def offer(self, tools: Sequence[CatalogTool], rows: bytes) -> None:
-        """The rows stored with `tools` (one each, in order), read when first needed."""
-        if len(rows) != len(tools) * ROW_BYTES:
-            raise ValueError(f"{len(rows) // ROW_BYTES} vectors for {len(tools)} tools")
+    def offer(self, tools: Sequence[CatalogTool], rows: bytes, width: int = ROW_BYTES) -> None:
+        """The rows stored with `tools` (one each, in order, `width` bytes each), read when first needed."""
+        if width < 1 or len(rows) != len(tools) * width:
+            raise ValueError(f"{len(rows) // max(width, 1)} vectors for {len(tools)} tools")
         with self._lock:
-            self._offered.append((tools, rows))
+            self._offered.append((tools, rows, width))
 
     def offer_lookup(self, tools: Sequence[CatalogTool], lookup: Lookup) -> None:
         """A place holding some of `tools`' rows (the gateway's tool store), asked once, when first needed."""
@@ -128,9 +133,9 @@ class VectorCache:
             return [self._rows.get(key) for key in keys]
 
     def _settle(self) -> None:
-        for tools, rows in self._offered:
+        for tools, rows, width in self._offered:
             for i, tool in enumerate(tools):
-                self._rows.setdefault(key_of(tool), rows[i * ROW_BYTES : (i + 1) * ROW_BYTES])
+                self._rows.setdefault(key_of(tool), rows[i * width : (i + 1) * width])
         self._offered.clear()
         for tools, lookup in self._lookups:
             keys = [key for key in map(key_of, tools) if key not in self._rows]
@@ -139,7 +144,7 @@ class VectorCache:
             except Exception as exc:  # a store that cannot be read: the documents are embedded instead
                 log.warning("stored tool vectors cannot be read (%s)", type(exc).__name__)
                 continue
-            self._rows.update((key, row) for key, row in found.items() if len(row) == ROW_BYTES)
+            self._rows.update((key, row) for key, row in found.items() if row)
         self._lookups.clear()
 
 
@@ -149,12 +154,19 @@ def rows_for(
     """The int8 rows of `tools` in order, from the cache, embedding (and caching) those it lacks; and how many
     documents were embedded."""
     cache = cache if cache is not None else VectorCache.shared()
+    embed = embed or providers.active().embed
     keys = [key_of(tool) for tool in tools]
     found = cache.get(keys)
     missing = [i for i, row in enumerate(found) if row is None]
     if missing:
-        made = quantize((embed or embedder.embed)([document(tools[i]) for i in missing]))
-        new = [(keys[i], made[n * ROW_BYTES : (n + 1) * ROW_BYTES]) for n, i in enumerate(missing)]
+        made = quantize(embed([document(tools[i]) for i in missing]))
+        width = len(made) // len(missing)
+        if any(row is not None and len(row) != width for row in found):
+            # Stored rows of another size: the model behind the name changed (a new Ollama tag). Embed them all.
+            missing = list(range(len(tools)))
+            made = quantize(embed([document(tool) for tool in tools]))
+            width = len(made) // len(tools)
+        new = [(keys[i], made[n * width : (n + 1) * width]) for n, i in enumerate(missing)]
         cache.put(new)
         for i, (_, row) in zip(missing, new, strict=True):
             found[i] = row
@@ -178,7 +190,7 @@ class ToolVectors:
         with self._lock:
             if self._matrix is None:
                 rows, self.embedded = rows_for(self._tools, self._cache, self._embed)
-                matrix = dequantize(rows)
+                matrix = dequantize(rows, len(rows) // max(len(self._tools), 1) or ROW_BYTES)
                 matrix.setflags(write=False)
                 self._matrix = matrix
             return self._matrix

@@ -64,24 +64,28 @@ def to_data(catalog: Catalog, *, vectors: bool = False) -> dict[str, Any]:
     }
 
 
-def _vectors(catalog: Catalog) -> dict[str, str]:
-    from progressive_mcp.search import embedder
+def _vectors(catalog: Catalog) -> dict[str, Any]:
+    from progressive_mcp.search import providers
     from progressive_mcp.search import vectors as tool_vectors
 
     rows, _ = tool_vectors.rows_for(catalog.tools)
     # One int8 row per tool, in tool order, as base64: 512 characters a tool. Read back under each tool document's
     # content key, so a row whose document has changed since (another version of progressive-mcp) is not used.
-    return {"model": embedder.MODEL_ID, "document": tool_vectors.DOCUMENT_VARIANT, "int8": tool_vectors.encode(rows)}
+    model, width = providers.active().model_id, len(rows) // len(catalog.tools)
+    variant = tool_vectors.DOCUMENT_VARIANT
+    return {"model": model, "document": variant, "dimension": width, "int8": tool_vectors.encode(rows)}
 
 
 def _offer_vectors(data: Any, catalog: Catalog) -> None:
     """Hands a compiled catalog's vectors to the process's vector cache, unread until a search needs them."""
-    from progressive_mcp.search import embedder
+    from progressive_mcp.search import providers
     from progressive_mcp.search import vectors as tool_vectors
 
-    if not isinstance(data, dict) or data.get("model") != embedder.MODEL_ID or not isinstance(data.get("int8"), str):
+    model = providers.active().model_id
+    if not isinstance(data, dict) or data.get("model") != model or not isinstance(data.get("int8"), str):
         return  # another model's vectors: the documents are embedded again, lazily, when first searched
-    tool_vectors.VectorCache.shared().offer(catalog.tools, tool_vectors.decode(data["int8"]))
+    width = int(data.get("dimension", tool_vectors.ROW_BYTES))  # absent: MiniLM's, written before providers
+    tool_vectors.VectorCache.shared().offer(catalog.tools, tool_vectors.decode(data["int8"], width), width)
 
 
 def _schemas(tool: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
