@@ -36,6 +36,7 @@ from progressive_mcp.errors import ToolError
 from progressive_mcp.gateway.config import GatewayConfig, ServerConfig
 from progressive_mcp.gateway.limits import MAX_TOOLS_PER_SERVER
 from progressive_mcp.redaction import Secrets, protect_logs
+from progressive_mcp.search.hints import HINTS_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +168,8 @@ class ServerPool:
             tools: list[dict[str, Any]] = []
             cursor: str | None = None
             for _ in range(MAX_PAGES):
-                page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+                # A progressive-mcp server then adds its tools' search hints; any other ignores the key.
+                page = await client.list_tools(cursor=cursor, meta={HINTS_KEY: True}, cache_mode="refresh")
                 wanted = page.tools[: MAX_TOOLS_PER_SERVER + 1 - len(tools)]  # one more says the server has more
                 tools += [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in wanted]
                 cursor = page.next_cursor

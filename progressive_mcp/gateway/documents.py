@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from progressive_mcp.gateway.limits import bound_definition
+from progressive_mcp.search.hints import listed as listed_hints
 
 MAX_TOOL_NAME = 128  # MCP's limit on a tool name
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -26,8 +27,9 @@ _HASHED_SUFFIX = 9  # "_" and 8 hex digits, added when a name had to be cut or w
 
 def tool_hash(definition: Mapping[str, Any]) -> str:
     """The SHA-256 (hex) of a tool definition's name, description, input schema, output schema, title and
-    annotations, as one sorted compact JSON array: each field is encoded on its own (a `|` in a description is a
-    character, not a separator), so two different definitions never hash alike."""
+    annotations (and its search hints, `search.hints`, when it has them), as one sorted compact JSON array: each
+    field is encoded on its own (a `|` in a description is a character, not a separator), so two different
+    definitions never hash alike."""
     fields = [
         str(definition.get("name", "")),
         str(definition.get("description") or ""),
@@ -36,6 +38,9 @@ def tool_hash(definition: Mapping[str, Any]) -> str:
         str(definition.get("title") or ""),
         definition.get("annotations"),
     ]
+    hints = listed_hints(definition)
+    if hints is not None:  # a progressive-mcp server's search hints; absent, the hash is as it always was
+        fields.append(hints)
     return hashlib.sha256(_canonical(fields).encode()).hexdigest()
 
 

@@ -25,6 +25,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from progressive_mcp.search import hints as search_hints
 from progressive_mcp.tokens import dumps, estimate_tokens, fits_budget
 
 MAX_TOOLS_PER_SERVER = 1_000  # 10x GitHub's server with every toolset on (~100)
@@ -92,6 +93,9 @@ def bound_definition(definition: Mapping[str, Any]) -> tuple[dict[str, Any], lis
     when nothing was). Members other than the name, title, description, schemas and annotations are left out
     (icons, _meta: nothing here uses them); annotations keep MCP's own keys."""
     bounded = {key: definition[key] for key in _KEPT if key in definition}
+    hints = search_hints.bounded(definition)  # a progressive-mcp server's keywords and examples, when it sent them
+    if hints:
+        bounded["_meta"] = {search_hints.HINTS_KEY: {kind: list(texts) for kind, texts in hints.items()}}
     cuts: list[str] = []
     title = bounded.get("title")
     if title is not None and (not isinstance(title, str) or len(title) > MAX_TITLE_CHARS):

@@ -23,6 +23,7 @@ from progressive_mcp.catalog import ANNOTATION_NAMES, Api, Catalog, CatalogTool,
 from progressive_mcp.gateway.config import GatewayConfig, ServerConfig, ServersFileError
 from progressive_mcp.gateway.pins import withheld_entry
 from progressive_mcp.gateway.store import StoredTool
+from progressive_mcp.search import hints as search_hints
 
 GATEWAY_API = Api(
     name="gateway", title="MCP server", base_url="", description="Tools of the MCP servers in a servers file."
@@ -88,6 +89,7 @@ def catalog_tool(server: ServerConfig, item: StoredTool) -> CatalogTool:
     annotations = definition.get("annotations") or {}
     hints = {k: annotations[k] for k in ANNOTATION_NAMES if isinstance(annotations.get(k), bool)}
     title = definition.get("title") or annotations.get("title") or doc.name
+    searched = search_hints.bounded(definition)  # a progressive-mcp server's keywords and examples (bounded at sync)
     return CatalogTool(
         name=doc.public_name,
         title=str(title),
@@ -96,8 +98,8 @@ def catalog_tool(server: ServerConfig, item: StoredTool) -> CatalogTool:
         description=description,
         params=_params(schema),
         input_schema=_freeze(dict(schema)),
-        keywords=(),
-        examples=(),
+        keywords=searched.get("keywords", ()),
+        examples=searched.get("examples", ()),
         cache_ttl_s=0,  # a server's tool may act or change: never answered from a cache
         premium=False,
         content_hash=doc.hash,

@@ -27,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from progressive_mcp import __version__
 from progressive_mcp.calls.cache import LOCAL
 from progressive_mcp.errors import ProgressiveMCPError, UnknownTool
+from progressive_mcp.search.hints import asked as hints_asked
 from progressive_mcp.settings import Settings
 from progressive_mcp.surfaces.surface import CallContext, GatewaySurfaces, Surface
 
@@ -40,9 +41,11 @@ def build_server(surface: Surface | Callable[[], Surface], ctx: CallContext) -> 
     current = surface if callable(surface) else (lambda: surface)
     listed: dict[str, Any] = {}
 
-    async def list_tools(_ctx: Any, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(_ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         now = current()
-        listed["tools"] = now.list_tools()
+        listed["tools"] = now.list_tools()  # the plain list: what a change is told against
+        if params is not None and hints_asked(params.meta):  # a gateway in front of this server (`search.hints`)
+            return types.ListToolsResult(tools=now.list_tools(hints=True))
         return types.ListToolsResult(tools=listed["tools"])
 
     async def call_tool(request: Any, params: types.CallToolRequestParams) -> types.CallToolResult:

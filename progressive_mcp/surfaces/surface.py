@@ -172,6 +172,7 @@ class Surface:
             definitions.append(definition)
         self._definitions = tuple(definitions)
         self._models: list[types.Tool] | None = None
+        self._hinted: list[types.Tool] | None = None  # with search hints, for a gateway that asks (`list_tools`)
         self._models_lock = threading.Lock()
 
     @classmethod
@@ -277,8 +278,11 @@ class Surface:
         change them)."""
         return self._definitions
 
-    def list_tools(self) -> list[types.Tool]:
-        """The tool definitions of this surface as the SDK's models (built on first use, then the same list)."""
+    def list_tools(self, *, hints: bool = False) -> list[types.Tool]:
+        """The tool definitions of this surface as the SDK's models (built on first use, then the same list);
+        `hints`: with each catalog tool's search hints in its `_meta` (`search.hints`: a gateway asked)."""
+        if hints and self._direct:
+            return self._hinted_models()
         if self._models is None:
             import mcp_types
 
@@ -286,6 +290,21 @@ class Surface:
                 if self._models is None:
                     self._models = [mcp_types.Tool.model_validate(d) for d in self._definitions]
         return self._models
+
+    def _hinted_models(self) -> list[types.Tool]:
+        import mcp_types
+
+        from progressive_mcp.search.hints import with_hints
+
+        with self._models_lock:
+            if self._hinted is None:
+                self._hinted = [
+                    mcp_types.Tool.model_validate(
+                        with_hints(d, self._direct[d["name"]]) if d["name"] in self._direct else d
+                    )
+                    for d in self._definitions
+                ]
+            return self._hinted
 
     def call_tool(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext) -> types.CallToolResult:
         """Run a tool of this surface. Raises UnknownTool for a name this surface does not offer."""
