@@ -502,3 +502,21 @@ def test_a_gateway_sync_stores_the_providers_vectors_once(
     rows = store.vectors([vectors.key_of(tool) for tool in tools])
     assert len(rows) == 2 and all(k.startswith("openai:nomic-embed-text:") for k in rows)
     assert all(len(row) == WIDTH for row in rows.values())
+
+
+def test_the_providers_bench_counts_one_request_per_new_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_providers", ROOT / "bench" / "providers.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(vectors.VectorCache, "_shared", vectors.VectorCache())
+    previous = providers.use(None)
+    try:
+        run = bench.measure(0.0, 4)
+    finally:
+        providers.use(previous)
+    assert run["first_search_requests"] == 2  # 57 documents in one request of 64, then the query
+    assert 0 < run["distinct_query_requests"] <= run["distinct_queries"] == 4
+    assert run["repeated_query_requests"] == 0
