@@ -520,3 +520,11 @@ def test_the_providers_bench_counts_one_request_per_new_query(monkeypatch: pytes
     assert run["first_search_requests"] == 2  # 57 documents in one request of 64, then the query
     assert 0 < run["distinct_query_requests"] <= run["distinct_queries"] == 4
     assert run["repeated_query_requests"] == 0
+
+
+def test_the_key_is_masked_in_any_log_record_while_the_provider_lives(caplog: pytest.LogCaptureFixture) -> None:
+    provider = providers.OpenAICompatible(url="http://127.0.0.1:9/v1", model="m", key=KEY)
+    with caplog.at_level(logging.INFO, logger="some.library"):
+        logging.getLogger("some.library").info("sending Authorization: Bearer %s", KEY)
+    assert KEY not in caplog.text and "Bearer" in caplog.text
+    assert provider.model_id == "openai:m"

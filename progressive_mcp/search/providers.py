@@ -205,6 +205,10 @@ class OpenAICompatible(_Remote):
         path = parts.path.rstrip("/")
         self.url = url if path.endswith("/embeddings") else url.rstrip("/") + "/embeddings"
         self._key = key
+        if key:  # whoever logs (httpx, a handler's error), the key is masked in every record while this provider lives
+            from progressive_mcp.redaction import Secrets, protect_logs
+
+            protect_logs(Secrets.of(key, basic_parts=False), self)
         self.timeout_s = timeout_s
         self.batch = max(1, batch)
         self._transport = transport
