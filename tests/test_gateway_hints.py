@@ -94,6 +94,30 @@ def test_a_nested_servers_tools_rank_with_their_hints(direct: Surface, semantic:
     assert first(False, "stock price of apple") != "alphavantage.GLOBAL_QUOTE"  # what the hints are for
 
 
+def test_the_http_endpoint_sends_hints_when_asked_in_both_eras() -> None:
+    import json
+
+    from progressive_mcp.surfaces.endpoint import Endpoint, HttpRequest
+
+    endpoint = Endpoint.from_settings(Settings(mode="direct"))
+    modern = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+    def tools(meta: dict[str, Any] | None, *, era: str) -> dict[str, Any]:
+        params: dict[str, Any] = {} if meta is None else {"_meta": meta}
+        headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"} if era == "modern" else {}
+        if era == "modern":
+            params["_meta"] = {**modern, **params.get("_meta", {})}
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params})
+        answer = endpoint.handle(HttpRequest.build("POST", "/mcp", headers=headers, body=body)).json()
+        return {t["name"]: t for t in answer["result"]["tools"]}
+
+    for era in ("legacy", "modern"):
+        hinted = tools({HINTS_KEY: True}, era=era)
+        assert hinted["GLOBAL_QUOTE"]["_meta"][HINTS_KEY]["keywords"], era
+        plain = tools(None, era=era)  # asked after: the cached hinted list is not served to a plain client
+        assert "_meta" not in plain["GLOBAL_QUOTE"], era
+
+
 # --- end to end: the SDK client, the gateway over stdio, our own server and the npm memory server ---------------
 
 

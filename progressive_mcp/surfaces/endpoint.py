@@ -44,6 +44,7 @@ from progressive_mcp.calls.fairness import caller_id
 from progressive_mcp.calls.upstream import UpstreamTransport
 from progressive_mcp.errors import ConfigError, UnknownTool
 from progressive_mcp.redaction import key_problem, redact
+from progressive_mcp.search.hints import asked as hints_asked
 from progressive_mcp.settings import MODES, Mode, Settings, split_list
 from progressive_mcp.surfaces.protocol import (
     HANDSHAKE_PROTOCOL_VERSIONS,
@@ -720,7 +721,13 @@ class Endpoint:
         if method == "server/discover":
             return self._cached(surface, method, version, lambda: self._discover_result(surface, extra))
         if method == "tools/list":
-            return self._cached(surface, method, version, lambda: self._list_result(surface, extra, modern=True))
+            hinted = hints_asked((params or {}).get("_meta"))  # a gateway in front of this server (`search.hints`)
+            return self._cached(
+                surface,
+                method + (" hints" if hinted else ""),
+                version,
+                lambda: self._list_result(surface, extra, modern=True, hints=hinted),
+            )
         fixture = self._fixture(params or {}, meta[CLIENT_CAPABILITIES_META], request_id, modern=True)
         if fixture is not None:
             return _dumps({**fixture, **extra})
@@ -757,7 +764,13 @@ class Endpoint:
         if method == "ping":
             return self._cached(surface, method, version, dict)
         if method == "tools/list":
-            return self._cached(surface, method, version, lambda: self._list_result(surface, {}, modern=False))
+            hinted = hints_asked((params or {}).get("_meta"))
+            return self._cached(
+                surface,
+                method + (" hints" if hinted else ""),
+                version,
+                lambda: self._list_result(surface, {}, modern=False, hints=hinted),
+            )
         fixture = self._fixture(params or {}, {}, request_id, modern=False)  # capabilities: never known here
         if fixture is not None:
             return _dumps(fixture)
@@ -839,8 +852,10 @@ class Endpoint:
             **extra,
         }
 
-    def _list_result(self, surface: Surface, extra: dict[str, Any], *, modern: bool) -> dict[str, Any]:
-        data: dict[str, Any] = {"tools": list(surface.tool_definitions())}
+    def _list_result(
+        self, surface: Surface, extra: dict[str, Any], *, modern: bool, hints: bool = False
+    ) -> dict[str, Any]:
+        data: dict[str, Any] = {"tools": list(surface.tool_definitions(hints=hints))}
         if self.settings.conformance_fixtures:
             data["tools"] += [
                 {

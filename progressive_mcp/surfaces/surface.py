@@ -172,7 +172,9 @@ class Surface:
             definitions.append(definition)
         self._definitions = tuple(definitions)
         self._models: list[types.Tool] | None = None
-        self._hinted: list[types.Tool] | None = None  # with search hints, for a gateway that asks (`list_tools`)
+        # With search hints, for a gateway that asks (`tool_definitions`, `list_tools`).
+        self._hinted: tuple[dict[str, Any], ...] | None = None
+        self._hinted_models: list[types.Tool] | None = None
         self._models_lock = threading.Lock()
 
     @classmethod
@@ -273,16 +275,25 @@ class Surface:
             "find a tool, TOOL_GET for its schema, TOOL_CALL to run it."
         )
 
-    def tool_definitions(self) -> tuple[dict[str, Any], ...]:
+    def tool_definitions(self, *, hints: bool = False) -> tuple[dict[str, Any], ...]:
         """The tool definitions of this surface as wire JSON objects (what `tools/list` sends; callers must not
-        change them)."""
+        change them); `hints`: with each catalog tool's search hints in its `_meta` (`search.hints`: a gateway
+        asked)."""
+        if hints and self._direct:
+            return self._hinted_definitions()
         return self._definitions
 
     def list_tools(self, *, hints: bool = False) -> list[types.Tool]:
         """The tool definitions of this surface as the SDK's models (built on first use, then the same list);
-        `hints`: with each catalog tool's search hints in its `_meta` (`search.hints`: a gateway asked)."""
+        `hints` as in `tool_definitions`."""
         if hints and self._direct:
-            return self._hinted_models()
+            import mcp_types
+
+            with self._models_lock:
+                if self._hinted_models is None:
+                    hinted = self._hinted_definitions()
+                    self._hinted_models = [mcp_types.Tool.model_validate(d) for d in hinted]
+                return self._hinted_models
         if self._models is None:
             import mcp_types
 
@@ -291,20 +302,15 @@ class Surface:
                     self._models = [mcp_types.Tool.model_validate(d) for d in self._definitions]
         return self._models
 
-    def _hinted_models(self) -> list[types.Tool]:
-        import mcp_types
+    def _hinted_definitions(self) -> tuple[dict[str, Any], ...]:
+        if self._hinted is None:  # a race builds equal tuples twice at worst
+            from progressive_mcp.search.hints import with_hints
 
-        from progressive_mcp.search.hints import with_hints
-
-        with self._models_lock:
-            if self._hinted is None:
-                self._hinted = [
-                    mcp_types.Tool.model_validate(
-                        with_hints(d, self._direct[d["name"]]) if d["name"] in self._direct else d
-                    )
-                    for d in self._definitions
-                ]
-            return self._hinted
+            direct = self._direct
+            self._hinted = tuple(
+                with_hints(d, direct[d["name"]]) if d["name"] in direct else d for d in self._definitions
+            )
+        return self._hinted
 
     def call_tool(self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext) -> types.CallToolResult:
         """Run a tool of this surface. Raises UnknownTool for a name this surface does not offer."""
