@@ -212,8 +212,8 @@ def _store(
 
 def _store_vectors(server: ServerConfig, store: ToolStore, current: list[ToolDocument]) -> None:
     """Embeds the server's tools the store has no vector for (an unchanged tool keeps its key: never embedded
-    again), with the semantic extra, unless PMCP_SEMANTIC=off. A failure costs the vectors alone: a search embeds
-    what is missing."""
+    again), with the active embedding provider (`search.providers`), unless PMCP_SEMANTIC=off. A failure costs the
+    vectors alone: a search embeds what is missing."""
     from progressive_mcp.search import providers
     from progressive_mcp.search.semantic import semantic_enabled
 

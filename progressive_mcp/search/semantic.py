@@ -20,8 +20,9 @@ act, to explain, to chat), nor any query of a catalog whose vocabulary is curate
 `unknown_weight`: there an unknown word already means what its author decided). The constants were chosen on
 the tuning sets only (Last.fm, Spotify's dev split; eval/README.md).
 
-`PMCP_SEMANTIC` turns it on or off: ``auto`` (the default: on when the extra is installed), ``on`` (an error
-without the extra) or ``off``. Servers read it once, in `Settings.from_env`, and pass it down (`Surface`,
+`PMCP_SEMANTIC` turns it on or off: ``auto`` (the default: on when the extra is installed, or when
+``PMCP_EMBEDDINGS`` names a remote provider, whose fusion needs no extra: `providers`), ``on`` (an error without
+either) or ``off``. Servers read it once, in `Settings.from_env`, and pass it down (`Surface`,
 `MetaTools`, `SearchIndex(semantic=...)`); an index built without it reads the environment itself.
 """
 
