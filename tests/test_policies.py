@@ -18,7 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from oauth_issuer import LoopbackIssuer, loopback_issuer, rsa_key
 from real_documents import REAL
 
 from lambda_fn.handler import make_handler
@@ -560,3 +564,105 @@ def _named(name: str, text: str) -> bool:
     # One-word names (MACD, VWAP) are also the domain's words: a title may say "MACD" (see IDENTIFIER_SHAPED).
     shaped = IDENTIFIER_SHAPED.fullmatch(name) is not None
     return shaped and re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) is not None
+
+
+# --- OAuth identities: subject, group claim, scope ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[LoopbackIssuer]:
+    with loopback_issuer(rsa_key("rsa-1")) as running:
+        yield running
+
+
+OAUTH_POLICIES = {
+    "groups_claim": "cognito:groups",
+    "identities": [
+        {"subject": "alice", "categories": ["forex"]},
+        {"group": "analysts", "tools": ["GLOBAL_QUOTE", "SYMBOL_SEARCH"]},
+        {"scope": "mcp:crypto", "categories": ["crypto"], "rate": 1},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def oauth_server(upstream: SampleUpstream, issuer: LoopbackIssuer) -> Iterator[LocalServer]:
+    settings = Settings.from_env(
+        {"PMCP_POLICIES": json.dumps(OAUTH_POLICIES)},
+        upstream_url=upstream.url,
+        cache=False,
+        auth_mode="oauth",
+        oauth_issuer=issuer.url,
+        api_key=SERVER_KEY,
+    )
+    endpoint = Endpoint(
+        Endpoint.from_settings(settings).surface, settings, rate_limiter=MemoryRateLimiter(clock=FrozenClock())
+    )
+    with LocalServer(make_handler(endpoint), port=0) as running:
+        yield running
+
+
+def listed(server: LocalServer, access_token: str) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "TOOL_LIST", "arguments": {}}}
+    return httpx.post(server.url, json=body, headers={"Authorization": f"Bearer {access_token}"}, timeout=60)
+
+
+def tool_names(response: httpx.Response) -> set[str]:
+    assert response.status_code == 200, response.text
+    groups = structured(response.json())["categories"]
+    return {name for group in groups for name in group["tools"]}
+
+
+def test_oauth_subject_group_and_scope_each_choose_a_policy(
+    oauth_server: LocalServer, issuer: LoopbackIssuer, catalog: Catalog
+) -> None:
+    url = oauth_server.url
+    alice = issuer.mint(url, sub="alice", **{"cognito:groups": ["analysts"]})  # the subject's entry comes first
+    assert tool_names(listed(oauth_server, alice)) == {t.name for t in catalog.tools if t.category == "forex"}
+    bob = issuer.mint(url, sub="bob", **{"cognito:groups": ["traders", "analysts"]})
+    assert tool_names(listed(oauth_server, bob)) == {"GLOBAL_QUOTE", "SYMBOL_SEARCH"}
+    carol = issuer.mint(url, sub="carol", scope="openid mcp:crypto")
+    assert tool_names(listed(oauth_server, carol)) == {t.name for t in catalog.tools if t.category == "crypto"}
+    refused = listed(oauth_server, carol)  # rate 1 a minute
+    assert refused.status_code == 429 and refused.headers["retry-after"] == "30"
+    # Each caller has its own count: another subject with the same scope is not slowed by carol.
+    dave = issuer.mint(url, sub="dave", scope="mcp:crypto")
+    assert listed(oauth_server, dave).status_code == 200
+    stranger = issuer.mint(url, sub="eve", scope="mcp:tools")
+    assert listed(oauth_server, stranger).status_code == 403
+
+
+# --- the official SDK client -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("protocol", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_sdk_client_sees_only_the_policy_tools(
+    server: LocalServer, catalog: Catalog, protocol: str, mode: str
+) -> None:
+    """tools/list and a discovery call through the MCP Python SDK's streamable HTTP client, in both eras."""
+    headers = {"Authorization": f"Bearer {TOKENS['categories']}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        Client(streamable_http_client(f"{server.url}?mode={mode}", http_client=http), mode=protocol) as client,
+    ):
+        tools = await client.list_tools()
+        names = {t.name for t in tools.tools}
+        shown = visible(catalog, "categories")
+        if mode in ("direct", "hybrid"):
+            assert shown <= names
+        text = json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools.tools])
+        assert not any(_named(name, text) for name in hidden(catalog, "categories"))
+        if mode != "direct":
+            found = await client.call_tool("TOOL_LIST", {"detail": "names"})
+            assert found.structured_content is not None
+            listed_names = {n for g in found.structured_content["categories"] for n in g["tools"]}
+            assert listed_names == shown
+            outside = await client.call_tool("TOOL_GET", {"tool_name": "GLOBAL_QUOTE"})
+            assert outside.is_error

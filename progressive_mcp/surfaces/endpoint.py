@@ -356,6 +356,8 @@ class Endpoint:
         sync: bool = True,
         poll_s: float | None = None,
         servers_environ: Mapping[str, str] | None = None,
+        policies: Callable[[], PolicySet | None] | None = None,
+        rate_limiter: RateLimiter | None = None,
     ) -> Endpoint:
         """An endpoint as configured; the keyword arguments plug in AWS-backed pieces (see lambda_fn.aws).
 
@@ -387,6 +389,8 @@ class Endpoint:
             endpoint_tokens=endpoint_tokens,
             current=current,
             gateway=gateway,
+            policies=policies,
+            rate_limiter=rate_limiter,
         )
 
     # --- HTTP layer -----------------------------------------------------------------------------
