@@ -666,3 +666,39 @@ async def test_the_sdk_client_sees_only_the_policy_tools(
             assert listed_names == shown
             outside = await client.call_tool("TOOL_GET", {"tool_name": "GLOBAL_QUOTE"})
             assert outside.is_error
+
+
+# --- built once per policy and variant -------------------------------------------------------------------------
+
+
+def test_each_policy_surface_is_built_once_per_variant(
+    upstream: SampleUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The requests of an identity share one narrowed catalog, whatever variant they ask for; nothing is narrowed
+    again per request, and a policy that hides nothing is served by the default surface."""
+    import progressive_mcp.surfaces.endpoint as endpoint_module
+    from progressive_mcp.surfaces.endpoint import HttpRequest
+
+    narrowed: list[Policy] = []
+    real = endpoint_module.narrow_catalog
+
+    def counting(catalog: Catalog, policy: Policy) -> Catalog:
+        narrowed.append(policy)
+        return real(catalog, policy)
+
+    monkeypatch.setattr(endpoint_module, "narrow_catalog", counting)
+    endpoint = Endpoint.from_settings(policy_settings(upstream, DOCUMENT))
+
+    def ask(who: str, query: str = "") -> None:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        headers = {"Authorization": f"Bearer {TOKENS[who]}"}
+        assert endpoint.handle(HttpRequest.build("POST", "/mcp", query=query, headers=headers, body=body)).status == 200
+
+    for _ in range(3):
+        for query in ("", "mode=direct", "mode=code&categories=forex"):
+            ask("categories", query)
+            ask("everything", query)
+    assert len(narrowed) == 1  # "everything" hides nothing: the default surface serves it
+    ask("deny")
+    ask("deny", "mode=direct")
+    assert len(narrowed) == 2
