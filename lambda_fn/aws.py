@@ -13,7 +13,7 @@ starts as fast as the core alone. Example::
 | `PMCP_RESULTS_BUCKET` | none: previews only | S3 bucket for full results too large for the token budget |
 | `PMCP_RESULT_URL_TTL_S` | `900` | lifetime of the presigned URL to an offloaded result, seconds |
 | `PMCP_UPSTREAM_KEY_SECRET` | none: `ALPHAVANTAGE_API_KEY` | server-key, oauth: secret (name or ARN): upstream key |
-| `PMCP_ENDPOINT_TOKENS_SECRET` | none: `PMCP_ENDPOINT_TOKENS` | server-key: secret (name or ARN) with bearer tokens |
+| `PMCP_ENDPOINT_TOKENS_SECRET` | none: `PMCP_ENDPOINT_TOKENS` | server-key: secret (name or ARN): tokens, policies |
 | `PMCP_SECRET_CACHE_S` | `300` | how long an instance keeps a secret value before reading it again |
 | `PMCP_INDEX_TABLE` | none: SQLite in /tmp, synced at cold start | the gateway's tool store (with `PMCP_SERVERS`) |
 | `PMCP_INDEX_POLL_S` | `60` | how often an instance looks whether the scheduled sync changed the tool store |
@@ -22,7 +22,10 @@ starts as fast as the core alone. Example::
 Secret formats. The upstream key: the key as plain text, or JSON `{"api_key": "..."}`. The endpoint tokens: one
 token, several separated by commas or whitespace, a JSON list, or JSON `{"tokens": [...]}`; to rotate, add the new
 token, move callers over, then remove the old one. A secret that is empty or still holds `SECRET_PLACEHOLDER`
-counts as not configured: tool calls then say the operator must set a key, or every request gets 401.
+counts as not configured: tool calls then say the operator must set a key, or every request gets 401. The tokens
+secret's JSON form may carry the per-identity policies beside them, `{"tokens": [...], "policies": {...}}` (see
+progressive_mcp.policies), so they rotate together; malformed policies there make every request a 503 (logged
+with the entry's digest and field) until fixed. Request rates are counted in the cache table when there is one.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from progressive_mcp.calls.cache import CachedAnswer, StoredResult
 from progressive_mcp.errors import ConfigError
+from progressive_mcp.policies import PolicySet, parse_policies, retry_after
 from progressive_mcp.settings import MIN_ENDPOINT_TOKEN_CHARS, Settings
 from progressive_mcp.surfaces.endpoint import Endpoint
 from progressive_mcp.tokens import dumps
@@ -124,6 +128,33 @@ class _Breaker:
         except (BotoConnectionError, HTTPClientError):
             self._open_until = self._clock() + self.cooldown_s
             raise
+
+
+class DynamoRateLimiter:
+    """A `RateLimiter` (progressive_mcp.policies) in the cache table, shared by all instances: one item per caller
+    and minute (`pk` "rate#<caller digest>#<minute>"), its count raised atomically, gone by TTL. A counter that
+    cannot be reached lets the request through (the endpoint logs it): the rate is fairness, not access."""
+
+    def __init__(self, table_name: str, *, client: Any, clock: Callable[[], float] = time.time) -> None:
+        self.table_name = table_name
+        self.client = client
+        self._clock = clock
+        self._breaker = _Breaker(FAILURE_COOLDOWN_S, clock)
+
+    def hit(self, caller: str, per_minute: int) -> float | None:
+        now = self._clock()
+        window = int(now // 60)
+        answer = self._breaker.call(
+            lambda: self.client.update_item(
+                TableName=self.table_name,
+                Key={"pk": {"S": f"rate#{caller}#{window}"}},
+                UpdateExpression="ADD requests :one SET expires_at = if_not_exists(expires_at, :expires)",
+                ExpressionAttributeValues={":one": {"N": "1"}, ":expires": {"N": str((window + 2) * 60)}},
+                ReturnValues="UPDATED_NEW",
+            )
+        )
+        count = int(answer["Attributes"]["requests"]["N"])
+        return None if count <= per_minute else retry_after(now)
 
 
 class DynamoDBCache:
@@ -301,6 +332,32 @@ def tokens_provider(
     return lambda: parse(fetch())
 
 
+def policies_provider(
+    secret_id: str, max_age_s: int, fallback: PolicySet | None, *, secrets: SecretsProvider | None = None
+) -> Callable[[], PolicySet | None]:
+    """A provider of the per-identity policies in the tokens secret's `policies` member (`fallback`, the
+    environment's, when it has none), read with the tokens so that both rotate together."""
+    fetch = _fetcher(secret_id, max_age_s, secrets)
+    parse = _Parsed(lambda text: parse_secret_policies(secret_id, text, fallback))
+    return lambda: parse(fetch())
+
+
+def parse_secret_policies(secret_id: str, text: str, fallback: PolicySet | None) -> PolicySet | None:
+    """The policies in a tokens secret's JSON object; ConfigError (logged, never holding a token) when malformed."""
+    data = _json_or_none(text.strip()) if text.strip().startswith("{") else None
+    if not isinstance(data, dict) or "policies" not in data:
+        return fallback
+    try:
+        policies = parse_policies(data["policies"])
+        tokens = data.get("tokens")
+        if isinstance(tokens, list) and tokens:
+            policies.check_tokens([t for t in tokens if isinstance(t, str)])
+    except ConfigError as exc:
+        logger.error("the tokens secret's policies are refused: %s", exc, extra={"secret_id": secret_id})
+        raise
+    return policies
+
+
 def _fetcher(secret_id: str, max_age_s: int, secrets: SecretsProvider | None) -> Callable[[], object]:
     if secrets is not None:
         return lambda: secrets.get(secret_id, max_age=max_age_s)
@@ -404,6 +461,7 @@ def endpoint_from_environment(
     if settings.auth_mode == "oauth" and tokens_secret:  # access tokens replace the static endpoint tokens
         logger.warning("the endpoint tokens secret is not read in oauth auth mode; ignored")
         tokens_secret = None
+    policies_secret = tokens_secret  # the policies live beside the tokens (oauth: PMCP_POLICIES on the function)
     if not settings.cache:
         table = None
     index_table = _text(env, ENV_INDEX_TABLE) if settings.servers_path else None
@@ -413,7 +471,7 @@ def endpoint_from_environment(
         endpoint_options = {"servers_environ": servers_variables(env), **endpoint_options}
         if not index_table and not settings.index_path and _text(env, "AWS_LAMBDA_FUNCTION_NAME"):
             settings = replace(settings, index_path=Path(LAMBDA_INDEX))  # home is read-only on Lambda
-    if not (table or bucket or key_secret or tokens_secret or index_table or servers_secret):
+    if not (table or bucket or key_secret or policies_secret or index_table or servers_secret):
         _checked(settings, endpoint_options)
         return Endpoint.from_settings(settings, **endpoint_options)
 
@@ -424,7 +482,7 @@ def endpoint_from_environment(
     cache = DynamoDBCache(table, client=_client(session, "dynamodb", fast_config())) if table else None
     results = S3ResultStore(bucket, session=session, url_ttl_s=url_ttl_s) if bucket else None
     secrets: SecretsProvider | None = None
-    if key_secret or tokens_secret:
+    if key_secret or policies_secret:
         from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
         secrets = SecretsProvider(boto3_client=_client(session, "secretsmanager", fast_config()))
@@ -432,6 +490,14 @@ def endpoint_from_environment(
     endpoint_tokens: Callable[[], Sequence[str]] | None = (
         tokens_provider(tokens_secret, secret_cache_s, secrets=secrets) if tokens_secret else None
     )
+    if policies_secret:
+        endpoint_options = {
+            "policies": policies_provider(policies_secret, secret_cache_s, settings.policies, secrets=secrets),
+            **endpoint_options,
+        }
+    if table:
+        rates = DynamoRateLimiter(table, client=_client(session, "dynamodb", fast_config()))
+        endpoint_options = {"rate_limiter": rates, **endpoint_options}
     return Endpoint.from_settings(
         settings,
         cache=cache,

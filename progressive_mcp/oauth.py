@@ -78,6 +78,9 @@ class Identity:
 
     caller: str
     scopes: frozenset[str]
+    # What per-identity policies match (progressive_mcp.policies): the token's subject and its groups claim.
+    subject: str = ""
+    groups: frozenset[str] = frozenset()
 
 
 # --- settings --------------------------------------------------------------------------------------------------
@@ -280,6 +283,7 @@ class TokenValidator:
                 )
         self.issuer = issuer
         self.required_scopes = tuple(required_scopes)
+        self.groups_claim = "groups"  # the claim listing the subject's groups (policies may name another)
         self.keys = keys or IssuerKeys(issuer)
         self.leeway_s = leeway_s
 
@@ -336,7 +340,13 @@ class TokenValidator:
         if missing:
             raise InsufficientScope(f"the access token lacks the scope {' '.join(missing)}")
         subject = claims.get("sub") or claims.get("client_id") or ""
-        return Identity(caller=caller_id("oauth", f"{self.issuer}\0{subject}"), scopes=scopes)
+        groups = token_scopes({"scope": claims.get(self.groups_claim)})  # a list, or a space-separated string
+        return Identity(
+            caller=caller_id("oauth", f"{self.issuer}\0{subject}"),
+            scopes=scopes,
+            subject=subject if isinstance(subject, str) else "",
+            groups=groups,
+        )
 
 
 def _audiences(resource: str) -> list[str]:

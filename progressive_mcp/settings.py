@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from progressive_mcp.calls.sandbox import ScriptLimits
 from progressive_mcp.errors import ConfigError
+from progressive_mcp.policies import PolicySet, load_policies
 from progressive_mcp.search.semantic import semantic_enabled
 from progressive_mcp.sources import default_spec_path
 from progressive_mcp.upstream_auth import AUTH_ENV, KEY_FORMAT_ENV, check_key_format, parse_choice
@@ -74,6 +75,8 @@ class Settings:
     oauth_issuer: str | None = None
     oauth_audience: str | None = None
     oauth_scopes: tuple[str, ...] = ()
+    # Per-identity policies (progressive_mcp.policies): PMCP_POLICIES_FILE or PMCP_POLICIES; None: all may use all.
+    policies: PolicySet | None = field(default=None, repr=False)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     list_ttl_s: int = DEFAULT_LIST_TTL_S
     conformance_fixtures: bool = False  # adds the conformance suite's diagnostic tools (never in production)
@@ -133,6 +136,9 @@ class Settings:
             values["oauth_audience"] = env["PMCP_OAUTH_AUDIENCE"].strip()
         if env.get("PMCP_OAUTH_SCOPES"):
             values["oauth_scopes"] = split_list(env["PMCP_OAUTH_SCOPES"])
+        policies = load_policies(env)
+        if policies is not None:
+            values["policies"] = policies
         if env.get("PMCP_MAX_BODY_BYTES"):
             values["max_body_bytes"] = _int("PMCP_MAX_BODY_BYTES", env["PMCP_MAX_BODY_BYTES"])
         if env.get("PMCP_LIST_TTL_S"):

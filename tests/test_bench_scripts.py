@@ -222,3 +222,10 @@ def test_dense_benchmarks_run_end_to_end(script: str, args: list[str], expected:
     assert done.returncode == 0, done.stderr
     for text in expected:
         assert text in done.stdout
+
+
+def test_policies_benchmark_runs() -> None:
+    done = run_bench("policies.py", "--repeat", "2", "--only", "alphavantage", timeout=100)
+
+    assert done.returncode == 0, done.stderr
+    assert "alphavantage     128     127" in done.stdout  # read_only keeps all 128 reads; the deny hides one

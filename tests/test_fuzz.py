@@ -1025,3 +1025,96 @@ def test_unknown_tool_names(surface: Surface) -> None:
 
     check()
     tally.done()
+
+
+# --- per-identity policies: no request learns a hidden tool ------------------------------------------------------
+
+POLICY_TOKEN = "fuzz-policy-token-forex-only-5e1b"
+
+
+@pytest.fixture(scope="module")
+def policy_endpoint(fake: FakeUpstream) -> Endpoint:
+    """Server-key auth; TOKEN may see every tool, POLICY_TOKEN only the forex ones that are not premium."""
+    from progressive_mcp.policies import token_digest
+
+    policies = {
+        "identities": [
+            {"token": f"sha256:{token_digest(POLICY_TOKEN)[:16]}", "categories": ["forex"], "premium": False},
+            {"token": f"sha256:{token_digest(TOKEN)[:20]}"},
+        ]
+    }
+    settings = Settings.from_env(
+        {"PMCP_POLICIES": json.dumps(policies)},
+        upstream_retries=0,
+        cache=False,
+        max_body_bytes=MAX_BODY_BYTES,
+        auth_mode="server-key",
+        endpoint_tokens=(TOKEN, POLICY_TOKEN),
+        api_key=SERVER_KEY,
+    )
+    return Endpoint.from_settings(settings, transport=fake)
+
+
+@st.composite
+def hidden_probes(draw: st.DrawFn, hidden: list[CatalogTool]) -> Case:
+    """A request of POLICY_TOKEN's that asks after a hidden tool: by name, title, summary, category or a script."""
+    from progressive_mcp.calls.stubs import python_name
+
+    tool = draw(st.sampled_from(hidden))
+    name = draw(st.sampled_from([tool.name, tool.name.lower(), tool.name.replace("_", " ")]))
+    probes: list[tuple[dict[str, Any], str]] = [
+        ({"name": "TOOL_GET", "arguments": {"tool_name": name}}, ""),
+        ({"name": "TOOL_GET", "arguments": {"tool_name": [name, "FX_DAILY"]}}, "mode=code"),
+        ({"name": "TOOL_CALL", "arguments": {"tool_name": name, "arguments": {"symbol": "IBM"}}}, ""),
+        ({"name": name, "arguments": {"symbol": "IBM"}}, "mode=direct"),
+        ({"name": "TOOL_SEARCH", "arguments": {"query": draw(st.sampled_from([name, tool.title, tool.summary]))}}, ""),
+        ({"name": "TOOL_SEARCH", "arguments": {"query": tool.summary, "limit": 20, "schemas": True}}, "mode=code"),
+        ({"name": "TOOL_LIST", "arguments": {"category": tool.category, "detail": "summary"}}, ""),
+        ({"name": "TOOL_LIST", "arguments": {"detail": "summary"}}, f"categories={tool.category}"),
+        ({"name": "TOOL_EXECUTE", "arguments": {"code": f"return await {python_name(tool.name)}()"}}, "mode=code"),
+    ]  # fmt: skip
+    params, query = draw(st.sampled_from(probes))
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    body = dumps(message) if draw(st.integers(0, 3)) else draw(mutated_messages(message))
+    headers = {"content-type": "application/json", "authorization": f"Bearer {POLICY_TOKEN}"}
+    template = Template("tools/call", params, query=query)
+    return Case("POST", "/mcp", query, headers, body.encode(), template, changed=True)
+
+
+def test_no_request_learns_a_hidden_tool(policy_endpoint: Endpoint, fake: FakeUpstream) -> None:
+    """POLICY_TOKEN's requests, probing hidden tools or fuzzed like any other: no answer names a tool outside its
+    policy (unless the request itself did), and no call of one reaches the upstream."""
+    import re
+
+    from progressive_mcp.policies import IDENTIFIER_SHAPED
+
+    catalog = policy_endpoint.surface.catalog
+    hidden = [t for t in catalog.tools if t.category != "forex" or t.premium]
+    names = [t.name for t in hidden if IDENTIFIER_SHAPED.fullmatch(t.name)]
+    pattern = re.compile(
+        r"(?<![\w-])(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")(?![\w-])"
+    )
+    tally = Tally("test_no_request_learns_a_hidden_tool", 600)
+
+    @tally.settings
+    @given(case=hidden_probes(hidden) | fuzzed_cases(auth="server-key").map(_as_policy_caller))
+    def check(case: Case) -> None:
+        tally()
+        before = len(fake.sent)
+        request = HttpRequest.build(case.method, case.path, query=case.query, headers=case.headers, body=case.body)
+        response = policy_endpoint.handle(request)
+        check_response(response.status, response.headers, response.body, case.body)
+        asked = set(pattern.findall(case.body.decode("utf-8", "replace")))
+        told = set(pattern.findall(response.body.decode("utf-8", "replace"))) - asked
+        assert not told, (told, case.body[:200], response.body[:300])
+        reached = {dict(r.params).get("function") for r in fake.sent[before:]}
+        assert not reached & {t.name for t in hidden}, reached
+
+    check()
+    tally.done()
+
+
+def _as_policy_caller(case: Case) -> Case:
+    if case.headers.get("authorization") == f"Bearer {TOKEN}":
+        case.headers = {**case.headers, "authorization": f"Bearer {POLICY_TOKEN}"}
+    return case

@@ -28,13 +28,14 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import os
 import re
 import threading
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
@@ -43,9 +44,10 @@ from progressive_mcp.calls.cache import PUBLIC, SERVER, ResponseCache, ResultSto
 from progressive_mcp.calls.fairness import caller_id
 from progressive_mcp.calls.upstream import UpstreamTransport
 from progressive_mcp.errors import ConfigError, UnknownTool
+from progressive_mcp.policies import Caller, MemoryRateLimiter, Policy, PolicySet, RateLimiter, narrow_catalog
 from progressive_mcp.redaction import key_problem, redact
 from progressive_mcp.search.hints import asked as hints_asked
-from progressive_mcp.settings import MODES, Mode, Settings, split_list
+from progressive_mcp.settings import MODES, Settings, split_list
 from progressive_mcp.surfaces.protocol import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     HEADER_MISMATCH,
@@ -65,7 +67,7 @@ from progressive_mcp.surfaces.surface import CallContext, CallRecord, GatewaySur
 if TYPE_CHECKING:
     from progressive_mcp.gateway.gateway import Gateway
     from progressive_mcp.gateway.store import ToolStore
-    from progressive_mcp.oauth import TokenValidator
+    from progressive_mcp.oauth import Identity, TokenValidator
 
 _T = TypeVar("_T")
 
@@ -240,11 +242,14 @@ class Endpoint:
         current: Callable[[], Surface] | None = None,
         gateway: Gateway | None = None,
         token_validator: TokenValidator | None = None,
+        policies: Callable[[], PolicySet | None] | None = None,
+        rate_limiter: RateLimiter | None = None,
     ) -> None:
         """`server_key` and `endpoint_tokens` supply secrets in server-key mode (default: from settings).
         `current` returns the surface to answer from when it can change (a gateway's, after a sync); `gateway`
         is closed with the endpoint. `token_validator` checks access tokens in oauth mode (default: one for
-        PMCP_OAUTH_ISSUER, reading its keys over HTTP)."""
+        PMCP_OAUTH_ISSUER, reading its keys over HTTP). `policies` supplies the per-identity policies (default:
+        settings.policies; on AWS, the tokens secret's), `rate_limiter` counts their rates (default: in memory)."""
         self._default = surface
         self._current = current
         self.gateway = gateway
@@ -270,9 +275,14 @@ class Endpoint:
             self._oauth = token_validator or TokenValidator(
                 settings.oauth_issuer, required_scopes=settings.oauth_scopes
             )
+        self._policies = policies or (lambda: settings.policies)
+        self._rates: RateLimiter = rate_limiter or MemoryRateLimiter()
+        if settings.policies is not None:
+            self._check_policies(settings.policies, surface, static_tokens=endpoint_tokens is None)
         self._origins = frozenset(o.rstrip("/").lower() for o in settings.allowed_origins)
-        self._surfaces: OrderedDict[tuple[Mode, frozenset[str] | None], Surface] = OrderedDict(
-            {(surface.mode, surface.categories): surface}
+        # Surfaces by (policy key, mode, categories): None is the unrestricted policy.
+        self._surfaces: OrderedDict[tuple[Any, ...], Surface] = OrderedDict(
+            {(None, surface.mode, surface.categories): surface}
         )
         # (mode, categories, method, version, catalog version) → result JSON, for results that depend on nothing else.
         self._results: dict[tuple[str, frozenset[str] | None, str, str, str], str] = {}
@@ -309,8 +319,23 @@ class Endpoint:
     def _adopt(self, surface: Surface) -> None:
         """Make `surface` the default, dropping the old one's variants and serialized results (under `_lock`)."""
         self._default = surface
-        self._surfaces = OrderedDict({(surface.mode, surface.categories): surface})
+        self._surfaces = OrderedDict({(None, surface.mode, surface.categories): surface})
         self._results.clear()
+
+    def _check_policies(self, policies: PolicySet, surface: Surface, *, static_tokens: bool) -> None:
+        """Policies configured at start are checked at start: for an auth mode that names identities, against the
+        endpoint tokens and the catalog's categories (a gateway's servers may not be synced yet)."""
+        if self.auth_mode == "passthrough":
+            raise ConfigError(
+                "policies (PMCP_POLICIES_FILE, PMCP_POLICIES) name identities: they need --auth-mode server-key or "
+                "oauth, where the server knows who is calling"
+            )
+        if self.auth_mode == "server-key" and static_tokens:
+            policies.check_tokens(self.settings.endpoint_tokens)
+        if self.gateway is None and self._current is None:
+            policies.check_catalog(list(surface.catalog.categories))
+        if self._oauth is not None:
+            self._oauth.groups_claim = policies.groups_claim
 
     def close(self) -> None:
         """Stop what the endpoint started (a gateway's server connections)."""
@@ -332,6 +357,8 @@ class Endpoint:
         sync: bool = True,
         poll_s: float | None = None,
         servers_environ: Mapping[str, str] | None = None,
+        policies: Callable[[], PolicySet | None] | None = None,
+        rate_limiter: RateLimiter | None = None,
     ) -> Endpoint:
         """An endpoint as configured; the keyword arguments plug in AWS-backed pieces (see lambda_fn.aws).
 
@@ -363,6 +390,8 @@ class Endpoint:
             endpoint_tokens=endpoint_tokens,
             current=current,
             gateway=gateway,
+            policies=policies,
+            rate_limiter=rate_limiter,
         )
 
     # --- HTTP layer -----------------------------------------------------------------------------
@@ -393,9 +422,10 @@ class Endpoint:
                     "message per POST and opens no stream",
                     headers={"Allow": "POST"},
                 )
-            key = self._authorize(request, exchange)
+            key, caller = self._authorize(request, exchange)
+            policy = self._admit(caller)
             body = self._read_body(request)
-            return self._message(request, body, key, exchange, cors)
+            return self._message(request, body, key, exchange, cors, policy)
         except _Reject as rej:
             exchange.error_code = rej.code
             return self._error_response(rej, exchange, cors)
@@ -428,16 +458,20 @@ class Endpoint:
             "Access-Control-Max-Age": "86400",
         }
 
-    def _authorize(self, request: HttpRequest, exchange: Exchange | None = None) -> str | None:
-        """The upstream key this request may use; in server-key mode, first check the endpoint token, in oauth
-        mode the access token (its identity's digest goes to `exchange`)."""
+    def _authorize(self, request: HttpRequest, exchange: Exchange | None = None) -> tuple[str | None, Caller | None]:
+        """The upstream key this request may use, and who it speaks for (policies match it; None in passthrough
+        mode); in server-key mode, first check the endpoint token, in oauth mode the access token (its identity's
+        digest goes to `exchange`)."""
         headers = request.headers
         bearer = _bearer(headers.get("authorization"))
         if self._oauth is not None:
             identity = self._check_access_token(request, bearer)
             if exchange is not None:
-                exchange.identity = identity
-            return self._usable_server_key()
+                exchange.identity = identity.caller
+            caller = Caller(
+                id=identity.caller, subject=identity.subject, groups=identity.groups, scopes=identity.scopes
+            )
+            return self._usable_server_key(), caller
         if self.auth_mode == "passthrough":
             key = headers.get("x-api-key", "").strip() or bearer or request.query.get("apikey", "").strip() or None
             problem = key_problem(key) if key else None
@@ -448,7 +482,7 @@ class Endpoint:
                     f"The API key sent with this request {problem}; send your real key",
                     headers={"WWW-Authenticate": f'Bearer realm="{SERVER_NAME}", error="invalid_token"'},
                 )
-            return key
+            return key, None
         challenge = f'Bearer realm="{SERVER_NAME}"'
         if bearer is None:
             raise _Reject(
@@ -464,7 +498,35 @@ class Endpoint:
                 "The bearer token is not valid for this endpoint",
                 headers={"WWW-Authenticate": f'{challenge}, error="invalid_token"'},
             )
-        return self._usable_server_key()
+        caller = Caller(id=caller_id("token", bearer), token_digest=hashlib.sha256(bearer.encode()).hexdigest())
+        return self._usable_server_key(), caller
+
+    def _admit(self, caller: Caller | None) -> Policy | None:
+        """The policy of this caller (None: no policies, all tools), after its request rate is counted: 403 for an
+        identity no policy admits, 429 with Retry-After past its rate."""
+        policies = self._secret(self._policies) if caller is not None else None
+        if policies is None or caller is None:
+            return None
+        policy = policies.match(caller)
+        if policy is None:
+            raise _Reject(
+                403, INVALID_REQUEST, "No policy of this server admits this identity; ask its operator for access"
+            )
+        if policy.rate is not None:
+            try:
+                wait_s = self._rates.hit(caller.id, policy.rate)
+            except Exception as exc:  # a counter outage must not stop the endpoint: the rate is a fairness limit
+                logger.warning("the request rate could not be counted: %s", type(exc).__name__)
+                wait_s = None
+            if wait_s is not None:
+                retry = max(1, math.ceil(wait_s))
+                raise _Reject(
+                    429,
+                    INVALID_REQUEST,
+                    f"Too many requests: this identity may send {policy.rate} a minute; try again in {retry} s",
+                    headers={"Retry-After": str(retry)},
+                )
+        return policy
 
     def _usable_server_key(self) -> str | None:
         server_key = self._secret(self._server_key)
@@ -529,9 +591,9 @@ class Endpoint:
         headers = {"Content-Type": "application/json", "Cache-Control": "public, max-age=300", **cors}
         return HttpResponse(200, headers, body, exchange)
 
-    def _check_access_token(self, request: HttpRequest, bearer: str | None) -> str:
-        """The identity (a digest) of a valid access token; else 401 or 403 with the challenge RFC 6750 and
-        RFC 9728 describe, which tells the client where to learn how to get one."""
+    def _check_access_token(self, request: HttpRequest, bearer: str | None) -> Identity:
+        """The identity (its digest, subject, groups and scopes) of a valid access token; else 401 or 403 with the
+        challenge RFC 6750 and RFC 9728 describe, which tells the client where to learn how to get one."""
         from progressive_mcp.oauth import InsufficientScope, IssuerUnavailable, TokenRejected
 
         assert self._oauth is not None
@@ -546,7 +608,7 @@ class Endpoint:
                 headers={"WWW-Authenticate": f"Bearer {metadata}{scope}"},
             )
         try:
-            return self._oauth.validate(bearer, audience=self.resource_url(request)).caller
+            return self._oauth.validate(bearer, audience=self.resource_url(request))
         except InsufficientScope as exc:
             challenge = f'Bearer error="insufficient_scope", error_description="{exc.description}", {metadata}'
             raise _Reject(
@@ -616,7 +678,13 @@ class Endpoint:
     # --- JSON-RPC layer -------------------------------------------------------------------------
 
     def _message(
-        self, request: HttpRequest, message: Any, key: str | None, exchange: Exchange, cors: dict[str, str]
+        self,
+        request: HttpRequest,
+        message: Any,
+        key: str | None,
+        exchange: Exchange,
+        cors: dict[str, str],
+        policy: Policy | None = None,
     ) -> HttpResponse:
         if isinstance(message, list):
             raise _Reject(
@@ -646,7 +714,7 @@ class Endpoint:
         if params is not None and not isinstance(params, dict):
             raise _Reject(400, INVALID_REQUEST, '"params" must be an object', request_id=request_id)
         exchange.rpc_method = method[:100]
-        surface = self._surface_for(request.query, request_id)
+        surface = self._surface_for(request.query, request_id, policy)
         exchange.mode = surface.mode
         ctx = CallContext(
             api_key=key,
@@ -874,13 +942,17 @@ class Endpoint:
 
     # --- helpers --------------------------------------------------------------------------------
 
-    def _surface_for(self, query: Mapping[str, str], request_id: Any) -> Surface:
-        """The default surface, or the variant `?mode=` and `?categories=` ask for (built once, then cached)."""
+    def _surface_for(self, query: Mapping[str, str], request_id: Any, policy: Policy | None = None) -> Surface:
+        """The surface of this request, whose tools are the tools it may see: the caller's policy narrows the
+        catalog (see `_policy_surface`), then `?mode=` and `?categories=` choose a variant of it (each built once,
+        then cached per policy and variant). `?categories=` can only narrow."""
+        base = self._policy_surface(policy)
+        policy_key = None if base is self.surface else base.catalog.version
         mode_arg = query.get("mode")
         categories_arg = query.get("categories")
         if mode_arg is None and categories_arg is None:
-            return self.surface
-        mode = (mode_arg or self.surface.mode).strip().lower()
+            return base
+        mode = (mode_arg or base.mode).strip().lower()
         if mode not in MODES:
             raise _Reject(
                 400,
@@ -889,12 +961,12 @@ class Endpoint:
                 request_id=request_id,
             )
         if categories_arg is None:
-            categories = self.surface.categories
+            categories = base.categories
         else:
-            # The URL may narrow the configured categories (PMCP_CATEGORIES), never widen them.
-            configured = self.surface.categories
-            offered = [c for c in self.surface.catalog.categories if configured is None or c in configured]
-            categories = frozenset(c.lower() for c in split_list(categories_arg)) or self.surface.categories
+            # The URL may narrow the configured categories (PMCP_CATEGORIES) and the policy's, never widen them.
+            configured = base.categories
+            offered = [c for c in base.catalog.categories if configured is None or c in configured]
+            categories = frozenset(c.lower() for c in split_list(categories_arg)) or base.categories
             unknown = sorted((categories or frozenset()) - set(offered))
             if unknown:
                 raise _Reject(
@@ -904,13 +976,37 @@ class Endpoint:
                     f"{', '.join(offered)}",
                     request_id=request_id,
                 )
-        variant_key: tuple[Mode, frozenset[str] | None] = (mode, categories)  # type: ignore[assignment]
+        variant_key: tuple[Any, ...] = (policy_key, mode, categories)
         with self._lock:
             found = self._surfaces.get(variant_key)
             if found is not None:
                 self._surfaces.move_to_end(variant_key)
                 return found
-        built = self.surface.variant(variant_key[0], categories)
+        built = base.variant(mode, categories)  # type: ignore[arg-type]
+        return self._keep_surface(variant_key, built)
+
+    def _policy_surface(self, policy: Policy | None) -> Surface:
+        """The default surface as `policy` sees it: over the catalog narrowed to the tools it allows (within the
+        configured categories), so no discovery answer, stub or call of it can reach another tool. Built once per
+        distinct set of tools, then cached; the default surface itself for no policy or one that hides nothing."""
+        default = self.surface
+        if policy is None or policy.unrestricted:
+            return default
+        configured = default.categories
+        if configured is not None:  # PMCP_CATEGORIES still applies: the policy only narrows it
+            within = configured if policy.categories is None else configured & policy.categories
+            policy = replace(policy, categories=within)
+        key = ("policy", policy.key, default.catalog.version)
+        with self._lock:
+            found = self._surfaces.get(key)
+            if found is not None:
+                self._surfaces.move_to_end(key)
+                return found
+        narrowed = narrow_catalog(default.catalog, policy)
+        return self._keep_surface(key, default.narrowed(narrowed, None))
+
+    def _keep_surface(self, variant_key: tuple[Any, ...], built: Surface) -> Surface:
+        """Cache a built surface (the first one built wins a race), evicting the oldest past MAX_SURFACE_VARIANTS."""
         with self._lock:
             found = self._surfaces.setdefault(variant_key, built)
             while len(self._surfaces) > MAX_SURFACE_VARIANTS:

@@ -133,6 +133,7 @@ class Surface:
         protect_logs(self._server_secrets, self)
         self.mode = mode
         self.categories = categories
+        self.semantic = semantic
         self.upstream = upstream or UpstreamClient(catalog.api)
         self.max_result_tokens = max_result_tokens
         self.cache = cache
@@ -255,6 +256,25 @@ class Surface:
             shaped=self._shaped,
             sandbox=self.sandbox,
             script_limits=self.script_limits,
+            gateway=self.gateway,
+        )
+
+    def narrowed(self, catalog: Catalog, categories: frozenset[str] | None) -> Surface:
+        """This surface over a narrower catalog (a policy's, see `progressive_mcp.policies.narrow_catalog`): its own
+        search index and definitions, the same upstream, caches and sandbox."""
+        return Surface(
+            catalog,
+            mode=self.mode,
+            categories=categories,
+            upstream=self.upstream,
+            max_result_tokens=self.max_result_tokens,
+            cache=self.cache,
+            results=self.results,
+            clock=self._clock,
+            shaped=self._shaped,
+            sandbox=self.sandbox,
+            script_limits=self.script_limits,
+            semantic=self.semantic,
             gateway=self.gateway,
         )
 

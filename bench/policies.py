@@ -1,0 +1,103 @@
+"""What per-identity policies cost: building a policy's surface (once per policy) and a warm request with a policy.
+
+For the bundled Alpha Vantage catalog and each real OpenAPI document in ../shared/openapi (those present), a
+server-key endpoint with one policy (`read_only: true`, `deny` of the catalog's first tool) answers: the first
+`tools/list` of the identity (narrowing the catalog, building its surface and search index), then warm
+`tools/list` and `TOOL_SEARCH` requests, against the same requests by an identity without restrictions.
+
+Run with: .venv/bin/python bench/policies.py [--repeat N] [--only NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from real_documents import REAL  # noqa: E402
+
+from progressive_mcp.policies import Caller  # noqa: E402
+from progressive_mcp.settings import Settings  # noqa: E402
+from progressive_mcp.sources import load_catalog  # noqa: E402
+from progressive_mcp.surfaces.endpoint import Endpoint, HttpRequest  # noqa: E402
+
+NARROW = "narrowed-identity-token-0123456789abcdef"
+WHOLE = "whole-catalog-identity-token-0123456789ab"
+
+
+def digest(token: str) -> str:
+    return "sha256:" + hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+def request(token: str, method: str, params: dict[str, object] | None = None) -> HttpRequest:
+    body: dict[str, object] = {"jsonrpc": "2.0", "id": 1, "method": method}
+    if params is not None:
+        body["params"] = params
+    return HttpRequest.build("POST", "/mcp", headers={"Authorization": f"Bearer {token}"}, body=json.dumps(body))
+
+
+def timed_ms(endpoint: Endpoint, http: HttpRequest) -> float:
+    started = time.perf_counter()
+    response = endpoint.handle(http)
+    elapsed = (time.perf_counter() - started) * 1000
+    assert response.status == 200, response.body[:300]
+    return elapsed
+
+
+def measure(name: str, spec: Path | None, repeat: int) -> dict[str, object]:
+    catalog = load_catalog(spec)
+    policies = {
+        "identities": [
+            {"token": digest(NARROW), "read_only": True, "deny": [catalog.tools[0].name]},
+            {"token": digest(WHOLE)},
+        ]
+    }
+    overrides: dict[str, object] = {"auth_mode": "server-key", "endpoint_tokens": (NARROW, WHOLE), "api_key": "k" * 20}
+    if spec is not None:
+        overrides["spec_path"] = spec
+    settings = Settings.from_env({"PMCP_POLICIES": json.dumps(policies)}, **overrides)
+    endpoint = Endpoint.from_settings(settings)
+    policies_set = settings.policies
+    assert policies_set is not None
+    first_ms = timed_ms(endpoint, request(NARROW, "tools/list"))
+    caller = Caller(token_digest=hashlib.sha256(NARROW.encode()).hexdigest())
+    visible = len(endpoint._policy_surface(policies_set.match(caller)).catalog.tools)
+    search = {"name": "TOOL_SEARCH", "arguments": {"query": "list the items of an account"}}
+    rows: dict[str, object] = {"catalog": name, "tools": len(catalog), "visible": visible, "first_ms": first_ms}
+    for label, token in (("policy", NARROW), ("unrestricted", WHOLE)):
+        lists = [timed_ms(endpoint, request(token, "tools/list")) for _ in range(repeat)]
+        searches = [timed_ms(endpoint, request(token, "tools/call", search)) for _ in range(repeat)]
+        rows[f"{label}_list_ms"] = statistics.median(lists)
+        rows[f"{label}_search_ms"] = statistics.median(searches)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--only", help="one catalog: alphavantage or a real document's short name")
+    args = parser.parse_args()
+    documents: list[tuple[str, Path | None]] = [("alphavantage", None)]
+    documents += [(name, path) for name, path in REAL.items() if path.is_file()]
+    documents = [(name, path) for name, path in documents if args.only in (None, name)]
+    print(
+        "catalog        tools visible  first request  tools/list p50 (policy / none)  TOOL_SEARCH p50 (policy / none)"
+    )
+    for name, path in documents:
+        row = measure(name, path, args.repeat)
+        print(
+            f"{name:<14} {row['tools']:>5} {row['visible']:>7} {row['first_ms']:>11.1f} ms"
+            f"  {row['policy_list_ms']:>9.3f} / {row['unrestricted_list_ms']:.3f} ms"
+            f"  {row['policy_search_ms']:>13.3f} / {row['unrestricted_search_ms']:.3f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()
