@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 AUTH_MODES = ("passthrough", "server-key", "oauth")
-SURFACE_MODES = ("progressive", "direct", "hybrid", "code")
+SURFACE_MODES = ("progressive", "direct", "hybrid", "code", "auto")
 ENDPOINTS = ("http-api", "function-url")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 PYTHON_RUNTIMES = ("3.12", "3.13", "3.14")

@@ -51,6 +51,12 @@ def count_tokens(text: str, encoding: str = TOKENIZER) -> int:
     return sum(_chunk_counts(text, encoding))
 
 
+def count_or_estimate(text: str) -> int:
+    """`count_tokens(text)` (cl100k_base) where bpe-openai is installed, else `estimate_tokens(text)`, its upper
+    bound (the Lambda asset leaves the vocabularies out)."""
+    return count_tokens(text) if _exact() else estimate_tokens(text)
+
+
 def fits_budget(text: str, budget: int) -> bool:
     """Whether `text` is at most `budget` tokens; a byte-level BPE token covers at least one byte,
     so a text of at most `budget` UTF-8 bytes fits without being tokenized. Without bpe-openai, whether

@@ -45,6 +45,7 @@ from progressive_mcp.calls.upstream import UpstreamTransport
 from progressive_mcp.errors import ConfigError, UnknownTool
 from progressive_mcp.redaction import key_problem, redact
 from progressive_mcp.settings import MODES, Mode, Settings, split_list
+from progressive_mcp.surfaces.auto import AUTO, AUTO_FALLBACKS, AUTO_META, AutoFallback
 from progressive_mcp.surfaces.protocol import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     HEADER_MISMATCH,
@@ -270,11 +271,10 @@ class Endpoint:
                 settings.oauth_issuer, required_scopes=settings.oauth_scopes
             )
         self._origins = frozenset(o.rstrip("/").lower() for o in settings.allowed_origins)
-        self._surfaces: OrderedDict[tuple[Mode, frozenset[str] | None], Surface] = OrderedDict(
-            {(surface.mode, surface.categories): surface}
-        )
-        # (mode, categories, method, version, catalog version) → result JSON, for results that depend on nothing else.
-        self._results: dict[tuple[str, frozenset[str] | None, str, str, str], str] = {}
+        self._surfaces: OrderedDict[_VariantKey, Surface] = OrderedDict({_variant_key(surface): surface})
+        # (mode, categories, auto's choice, method, version, catalog version) → result JSON, for results that depend
+        # on nothing else.
+        self._results: dict[tuple[Any, ...], str] = {}
         self._lock = threading.Lock()
         api = surface.catalog.api
         self.server_info = {"name": SERVER_NAME, "version": __version__, "title": f"{api.title} (progressive-mcp)"}
@@ -308,7 +308,7 @@ class Endpoint:
     def _adopt(self, surface: Surface) -> None:
         """Make `surface` the default, dropping the old one's variants and serialized results (under `_lock`)."""
         self._default = surface
-        self._surfaces = OrderedDict({(surface.mode, surface.categories): surface})
+        self._surfaces = OrderedDict({_variant_key(surface): surface})
         self._results.clear()
 
     def close(self) -> None:
@@ -808,7 +808,7 @@ class Endpoint:
 
     def _cached(self, surface: Surface, method: str, version: str, build: Callable[[], dict[str, Any]]) -> str:
         """Results that depend only on the surface and version are serialized once, then reused."""
-        key = (surface.mode, surface.categories, method, version, surface.catalog.version)
+        key = (surface.mode, surface.categories, surface.auto, method, version, surface.catalog.version)
         text = self._results.get(key)
         if text is None:
             text = _dumps(build())
@@ -822,15 +822,18 @@ class Endpoint:
         return {"tools": {"listChanged": False}, "prompts": {"listChanged": False}, "resources": {"listChanged": False}}
 
     def _initialize_result(self, surface: Surface, version: str) -> dict[str, Any]:
-        return {
+        result = {
             "protocolVersion": version,
             "capabilities": self._capabilities(),
             "serverInfo": self.server_info,
             "instructions": surface.instructions,
         }
+        if surface.auto is not None:
+            result["_meta"] = {AUTO_META: surface.auto.as_meta()}
+        return result
 
     def _discover_result(self, surface: Surface, extra: dict[str, Any]) -> dict[str, Any]:
-        return {
+        result = {
             "supportedVersions": list(SUPPORTED_VERSIONS),
             "capabilities": self._capabilities(),
             "instructions": surface.instructions,
@@ -838,6 +841,9 @@ class Endpoint:
             "cacheScope": "public",
             **extra,
         }
+        if surface.auto is not None:
+            result["_meta"] = {**extra["_meta"], AUTO_META: surface.auto.as_meta()}
+        return result
 
     def _list_result(self, surface: Surface, extra: dict[str, Any], *, modern: bool) -> dict[str, Any]:
         data: dict[str, Any] = {"tools": list(surface.tool_definitions())}
@@ -855,6 +861,8 @@ class Endpoint:
             # TTL; the catalog version in _meta tells them whether a fresh list is really different.
             data.update(extra, ttlMs=self.settings.list_ttl_s * 1000, cacheScope="public")
             data["_meta"] = {**extra["_meta"], CATALOG_VERSION_META: surface.catalog.version}
+        if surface.auto is not None:  # what auto picked, and on which figures
+            data["_meta"] = {**data.get("_meta", {}), AUTO_META: surface.auto.as_meta()}
         return data
 
     # --- helpers --------------------------------------------------------------------------------
@@ -863,9 +871,10 @@ class Endpoint:
         """The default surface, or the variant `?mode=` and `?categories=` ask for (built once, then cached)."""
         mode_arg = query.get("mode")
         categories_arg = query.get("categories")
-        if mode_arg is None and categories_arg is None:
+        fallback_arg = query.get("fallback")
+        if mode_arg is None and categories_arg is None and fallback_arg is None:
             return self.surface
-        mode = (mode_arg or self.surface.mode).strip().lower()
+        mode = (mode_arg or self.surface.requested_mode).strip().lower()
         if mode not in MODES:
             raise _Reject(
                 400,
@@ -873,6 +882,7 @@ class Endpoint:
                 f"Unknown ?mode={mode_arg[:30] if mode_arg else ''!r}; use one of {', '.join(MODES)}",
                 request_id=request_id,
             )
+        fallback = self._auto_fallback(mode, fallback_arg, request_id)
         if categories_arg is None:
             categories = self.surface.categories
         else:
@@ -889,13 +899,13 @@ class Endpoint:
                     f"{', '.join(offered)}",
                     request_id=request_id,
                 )
-        variant_key: tuple[Mode, frozenset[str] | None] = (mode, categories)  # type: ignore[assignment]
+        variant_key: _VariantKey = (mode, categories, fallback)  # type: ignore[assignment]
         with self._lock:
             found = self._surfaces.get(variant_key)
             if found is not None:
                 self._surfaces.move_to_end(variant_key)
                 return found
-        built = self.surface.variant(variant_key[0], categories)
+        built = self.surface.variant(variant_key[0], categories, auto_fallback=fallback)
         with self._lock:
             found = self._surfaces.setdefault(variant_key, built)
             while len(self._surfaces) > MAX_SURFACE_VARIANTS:
@@ -905,6 +915,27 @@ class Endpoint:
                     continue
                 del self._surfaces[old_key]
         return found
+
+    def _auto_fallback(self, mode: str, fallback_arg: str | None, request_id: Any) -> AutoFallback | None:
+        """`?fallback=`: the surface `auto` picks past its threshold (progressive or code); only with mode auto."""
+        if mode != AUTO:
+            if fallback_arg is not None:
+                raise _Reject(
+                    400,
+                    INVALID_REQUEST,
+                    "?fallback= goes with ?mode=auto (the surface auto picks for a large tool set)",
+                    request_id=request_id,
+                )
+            return None
+        fallback = (fallback_arg or self.surface.auto_fallback).strip().lower()
+        if fallback not in AUTO_FALLBACKS:
+            raise _Reject(
+                400,
+                INVALID_REQUEST,
+                f"Unknown ?fallback={(fallback_arg or '')[:30]!r}; use one of {', '.join(AUTO_FALLBACKS)}",
+                request_id=request_id,
+            )
+        return fallback  # type: ignore[return-value]
 
     def _unsupported(self, requested: str, request_id: Any) -> _Reject:
         return _Reject(
@@ -924,6 +955,15 @@ class Endpoint:
         if cors and "WWW-Authenticate" in rej.headers:
             headers["Access-Control-Expose-Headers"] = CORS_EXPOSE_HEADERS
         return HttpResponse(rej.status, headers, body, exchange)
+
+
+_VariantKey = tuple[Mode, frozenset[str] | None, AutoFallback | None]
+
+
+def _variant_key(surface: Surface) -> _VariantKey:
+    """A surface's key among the endpoint's variants: what the URL asked for (`auto`, not what it picked)."""
+    fallback = surface.auto_fallback if surface.requested_mode == AUTO else None
+    return (surface.requested_mode, surface.categories, fallback)
 
 
 def _header_text(value: str | None) -> str | None:

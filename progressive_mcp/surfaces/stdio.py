@@ -28,6 +28,7 @@ from progressive_mcp import __version__
 from progressive_mcp.calls.cache import LOCAL
 from progressive_mcp.errors import ProgressiveMCPError, UnknownTool
 from progressive_mcp.settings import Settings
+from progressive_mcp.surfaces.auto import AUTO_META
 from progressive_mcp.surfaces.surface import CallContext, GatewaySurfaces, Surface
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,8 @@ def build_server(surface: Surface | Callable[[], Surface], ctx: CallContext) -> 
     async def list_tools(_ctx: Any, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         now = current()
         listed["tools"] = now.list_tools()
+        if now.auto is not None:  # what auto picked, and on which figures (initialize is the SDK's to answer)
+            return types.ListToolsResult(tools=listed["tools"], _meta={AUTO_META: now.auto.as_meta()})
         return types.ListToolsResult(tools=listed["tools"])
 
     async def call_tool(request: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
