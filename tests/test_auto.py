@@ -214,3 +214,40 @@ def test_on_every_real_document_small_categories_go_direct_and_the_catalog_progr
             assert surface.mode == "progressive"
             assert [d["name"] for d in surface.tool_definitions()] == list(META_TOOL_NAMES)
     assert direct_categories >= len(catalog.categories) // 2  # the threshold is not so low that auto is never direct
+
+
+@pytest.mark.parametrize("name", ["alphavantage", QUICK_DOCUMENT])
+def test_without_the_tokenizer_a_compiled_catalog_decides_as_with_it(
+    name: str, catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Lambda asset has no bpe-openai: a compiled catalog carries its definitions' counts, so auto reports and
+    decides on the same figure there as `progressive-mcp tokens` counts (not on an upper bound twice as high)."""
+    from progressive_mcp import tokens
+    from progressive_mcp.sources import compiled
+
+    source = catalog if name == "alphavantage" else load_catalog(REAL[name])
+    subsets = [frozenset({c}) for c in source.categories] + [None]
+    exact = {s: Surface(source, mode="auto", categories=s).auto for s in subsets}
+    text = compiled.dumps(source)
+    monkeypatch.setattr(tokens, "exact_counts", False)
+    monkeypatch.setattr(tokens, "_KNOWN_COUNTS", {})
+    loaded = compiled.loads(text)
+    for subset in subsets:
+        assert Surface(loaded, mode="auto", categories=subset).auto == exact[subset], subset
+
+
+def test_without_the_tokenizer_or_counts_auto_decides_on_the_upper_bound(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catalog nobody counted (loaded from its source where bpe-openai is absent): the bound, never below the
+    real count, so auto never goes direct where the real count is over the threshold."""
+    from progressive_mcp import tokens
+
+    forex = [t.definition() for t in catalog.in_categories(frozenset({"forex"}))]
+    exact = choose_mode(forex).direct_tokens
+    monkeypatch.setattr(tokens, "exact_counts", False)
+    monkeypatch.setattr(tokens, "_KNOWN_COUNTS", {})
+    bound = choose_mode(forex).direct_tokens
+    assert bound >= exact
+    assert choose_mode(forex, threshold=bound).mode == "direct"
+    assert choose_mode(forex, threshold=bound - 1).mode == "progressive"

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from progressive_mcp.tokens import count_or_estimate, dumps
+from progressive_mcp.tokens import count_tokens, counts_exactly, dumps, estimate_tokens, known_count, text_digest
 
 AUTO = "auto"
 AutoFallback = Literal["progressive", "code"]
@@ -26,6 +26,9 @@ AUTO_FALLBACKS: tuple[AutoFallback, ...] = ("progressive", "code")
 DEFAULT_AUTO_DIRECT_TOKENS = 4000
 AUTO_DIRECT_TOKENS_ENV = "PMCP_AUTO_DIRECT_TOKENS"
 AUTO_FALLBACK_ENV = "PMCP_AUTO_FALLBACK"
+# A direct tools/list's `[` + definitions joined by `,` + `]` counts its definitions' tokens and two more (cl100k
+# has `},{`): tests/test_auto.py holds it on real documents.
+LIST_BRACKET_TOKENS = 2
 # Where initialize, server/discover and tools/list report the choice (`_meta`).
 AUTO_META = "progressive-mcp/auto"
 
@@ -52,8 +55,21 @@ class AutoChoice:
 
 def direct_list_tokens(definitions: Sequence[Mapping[str, Any]]) -> int:
     """Tokens of these definitions as a direct tools/list's `tools` array, counted as `progressive-mcp tokens`
-    counts it (cl100k over the compact JSON; without bpe-openai, as on the Lambda, its upper bound)."""
-    return count_or_estimate(dumps(list(definitions)))
+    counts it: cl100k over the compact JSON. Without bpe-openai (the Lambda), the sum of each definition's count
+    as `spec compile` made it, plus the array's brackets (`[{`, `}]`; `},{` is one token): the same figure. Only
+    a definition nobody counted falls back to `estimate_tokens`, an upper bound (about 2x on definitions)."""
+    texts = [dumps(d) for d in definitions]
+    if counts_exactly():
+        return count_tokens("[" + ",".join(texts) + "]")
+    known = [known_count(text) for text in texts]
+    if all(count is not None for count in known):
+        return sum(count for count in known if count is not None) + (LIST_BRACKET_TOKENS if texts else 1)
+    return estimate_tokens("[" + ",".join(texts) + "]")
+
+
+def definition_counts(definitions: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Each definition's cl100k count by its text's digest (what a compiled catalog carries, see `known_count`)."""
+    return {text_digest(text): count_tokens(text) for text in (dumps(d) for d in definitions)}
 
 
 def choose_mode(
