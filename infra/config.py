@@ -22,7 +22,19 @@ from pathlib import Path
 from typing import Any, Protocol
 
 AUTH_MODES = ("passthrough", "server-key", "oauth")
-SURFACE_MODES = ("progressive", "direct", "hybrid", "code")
+OAUTH_PROVIDERS = ("cognito",)  # authorization servers the stack can create itself (else oauth_issuer names one)
+# Where hosted connectors and local clients send the user back after sign-in, registered on the Cognito app client
+# (exact matches: Cognito has no wildcards). Claude (claude.ai and claude.com), ChatGPT, VS Code's web redirect, and
+# a fixed loopback port for clients that run on the user's machine (Claude Code with `--callback-port 8080`).
+DEFAULT_OAUTH_CALLBACK_URLS = (
+    "https://claude.ai/api/mcp/auth_callback",
+    "https://claude.com/api/mcp/auth_callback",
+    "https://chatgpt.com/connector_platform_oauth_redirect",
+    "https://vscode.dev/redirect",
+    "http://localhost:8080/callback",
+)
+DEFAULT_COGNITO_SCOPES = ("tools",)  # the resource server's scope, sent as <endpoint URL>/tools
+SURFACE_MODES = ("progressive", "direct", "hybrid", "code", "auto")
 ENDPOINTS = ("http-api", "function-url")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 PYTHON_RUNTIMES = ("3.12", "3.13", "3.14")
@@ -60,6 +72,13 @@ class StackConfig:
     oauth_issuer: str | None = None
     oauth_audience: str | None = None
     oauth_scopes: tuple[str, ...] = ()
+    # oauth=cognito (with auth_mode=oauth, instead of oauth_issuer): the stack creates the authorization server, a
+    # Cognito user pool with its hosted sign-in domain, a resource server (the endpoint's URL, its scopes are
+    # oauth_scopes, default "tools") and an app client for hosted connectors that sends users back to
+    # oauth_callback_urls. cognito_domain_prefix: the sign-in domain's prefix (default <stack name>-<account id>).
+    oauth: str | None = None
+    oauth_callback_urls: tuple[str, ...] = DEFAULT_OAUTH_CALLBACK_URLS
+    cognito_domain_prefix: str | None = None
     mode: str = "progressive"  # the default tool surface (callers may still pick one per URL with ?mode=)
     categories: tuple[str, ...] = ()  # expose only these spec categories (default: all)
     # Operations served (terms tag:NAME, method:GET, path:GLOB or a tool-name glob; default: all); PMCP_INCLUDE/EXCLUDE.
@@ -216,13 +235,25 @@ class StackConfig:
         if Path(self.spec).suffix not in (".yaml", ".yml", ".json"):
             raise ValueError(f"spec must be a .yaml, .yml or .json file, not {self.spec!r}")
 
+    @property
+    def cognito(self) -> bool:
+        return self.auth_mode == "oauth" and self.oauth == "cognito"
+
     def _validate_oauth(self) -> None:
         oauth = self.oauth_issuer is not None or self.oauth_audience is not None or bool(self.oauth_scopes)
         if self.auth_mode != "oauth":
-            if oauth:
-                raise ValueError("oauth_issuer, oauth_audience and oauth_scopes are only used with auth_mode=oauth")
+            if oauth or self.oauth is not None:
+                raise ValueError(
+                    "oauth, oauth_issuer, oauth_audience and oauth_scopes are only used with auth_mode=oauth"
+                )
+            if self.cognito_domain_prefix is not None:
+                raise ValueError("cognito_domain_prefix is only used with auth_mode=oauth and oauth=cognito")
             return
-        if self.oauth_issuer is None or not re.match(r"^https://[^/?#\s]+(/[^?#\s]*)?$", self.oauth_issuer):
+        if self.oauth is not None:
+            self._validate_cognito()
+        elif self.cognito_domain_prefix is not None:
+            raise ValueError("cognito_domain_prefix is only used with oauth=cognito")
+        elif self.oauth_issuer is None or not re.match(r"^https://[^/?#\s]+(/[^?#\s]*)?$", self.oauth_issuer):
             raise ValueError(
                 f"auth_mode=oauth needs oauth_issuer, the https URL of the authorization server, not "
                 f"{self.oauth_issuer!r}"
@@ -232,6 +263,38 @@ class StackConfig:
         for scope in self.oauth_scopes:
             if not re.match(r"^[!#-\[\]-~]+$", scope):
                 raise ValueError(f"oauth_scopes: {scope!r} is not a scope (printable ASCII, no space, quote or \\)")
+
+    def _validate_cognito(self) -> None:
+        _choice("oauth", self.oauth, OAUTH_PROVIDERS)
+        if self.oauth_issuer is not None:
+            raise ValueError("oauth=cognito creates the issuer: leave oauth_issuer unset (or drop oauth=cognito)")
+        for scope in self.oauth_scopes:  # a resource server's scope name (Cognito: no '/', space, quote or \\)
+            if not re.match(r"^[!#-.0-\[\]-~]{1,256}$", scope):
+                raise ValueError(
+                    f"oauth_scopes: {scope!r} is not a Cognito scope name (printable ASCII, no space, /, quote or \\)"
+                )
+        if not self.oauth_callback_urls:
+            raise ValueError("oauth=cognito needs at least one oauth_callback_urls entry")
+        if self.endpoint == "function-url" and self.oauth_audience is None:
+            raise ValueError(
+                "oauth=cognito with endpoint=function-url needs oauth_audience, the endpoint's URL (a custom domain, "
+                "or the function URL of a first deployment): the function's own settings cannot name its URL"
+            )
+        for url in self.oauth_callback_urls:  # Cognito takes https, and http only for localhost
+            if not re.match(r"^(https://[^/?#\s]+|http://localhost(:\d{1,5})?)(/[^#\s]*)?$", url):
+                raise ValueError(
+                    f"oauth_callback_urls: {url!r} must be an https URL (http only for localhost), without a fragment"
+                )
+        prefix = self.cognito_domain_prefix
+        if prefix is not None and (
+            not re.match(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$", prefix) or re.search(r"aws|amazon|cognito", prefix)
+        ):
+            raise ValueError(
+                f"cognito_domain_prefix: {prefix!r} must be lower-case letters, digits and hyphens (at most 63, not "
+                "starting or ending with a hyphen) without 'aws', 'amazon' or 'cognito'"
+            )
+        if prefix is None and len(self.stack_name) > 50:  # <stack name>-<12-digit account> must fit in 63
+            raise ValueError("with oauth=cognito and a stack_name over 50 characters, set cognito_domain_prefix")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> StackConfig:

@@ -28,6 +28,7 @@ from aws_cdk import (
     Acknowledgment,
     Annotations,
     AssetHashType,
+    Aws,
     BundlingOptions,
     CfnOutput,
     DockerImage,
@@ -43,6 +44,7 @@ from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -58,7 +60,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
 from infra.bundling import MONTY_BINARY, TASK_ROOT, AssetInputs, BundleTarget, local_bundler
-from infra.config import CODE_MODE_MEMORY_MB, StackConfig
+from infra.config import CODE_MODE_MEMORY_MB, DEFAULT_COGNITO_SCOPES, StackConfig
 
 SERVICE = "progressive-mcp"
 METRICS_NAMESPACE = "ProgressiveMCP"  # the handler's EMF namespace (lambda_fn.handler.NAMESPACE)
@@ -187,6 +189,8 @@ class ProgressiveMcpStack(Stack):
         # (SnapStart restores only published versions; $LATEST would initialize from scratch every time).
         self.invoked: lambda_.IFunction = self._live_alias() if config.snap_start else self.function
         self.endpoint_url = self._http_api() if config.endpoint == "http-api" else self._function_url()
+        if config.cognito:
+            self._cognito()
         if config.holds_upstream_key:
             self._secrets()
         if config.cache:
@@ -254,7 +258,7 @@ class ProgressiveMcpStack(Stack):
             environment["PMCP_OAUTH_ISSUER"] = config.oauth_issuer
         if config.oauth_audience is not None:
             environment["PMCP_OAUTH_AUDIENCE"] = config.oauth_audience
-        if config.oauth_scopes:
+        if config.oauth_scopes and not config.cognito:  # with cognito, <endpoint URL>/<scope> (see _cognito)
             environment["PMCP_OAUTH_SCOPES"] = ",".join(config.oauth_scopes)
 
         function = lambda_.Function(
@@ -386,6 +390,128 @@ class ProgressiveMcpStack(Stack):
         # caller's own upstream key in passthrough mode); reserved_concurrency is the throttle.
         self.function_url = self.invoked.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
         return Fn.join("", [self.function_url.url, MCP_PATH.lstrip("/")])
+
+    # --- the authorization server (oauth=cognito) --------------------------------------------------------
+
+    def _cognito(self) -> None:
+        """A Cognito user pool as the endpoint's authorization server: its hosted sign-in (managed login) domain, a
+        resource server named by the endpoint's URL with its scopes, and an app client for hosted connectors
+        (authorization code with PKCE, a client secret, the configured callback URLs). The function then checks
+        tokens of this issuer, for this resource, with these scopes. Users are added by the operator."""
+        config = self.config
+        self.user_pool = cognito.UserPool(
+            self,
+            "OAuthUserPool",
+            user_pool_name=f"{config.stack_name}-mcp-users",
+            # Essentials: managed login, and resource indicators (RFC 8707: the `resource` an MCP client sends
+            # becomes the access token's `aud`, which the function checks).
+            feature_plan=cognito.FeaturePlan.ESSENTIALS,
+            self_sign_up_enabled=False,  # whoever signs in uses the operator's upstream key: the operator invites
+            sign_in_aliases=cognito.SignInAliases(email=True),
+            auto_verify=cognito.AutoVerifiedAttrs(email=True),
+            account_recovery=cognito.AccountRecovery.EMAIL_ONLY,
+            mfa=cognito.Mfa.REQUIRED,
+            mfa_second_factor=cognito.MfaSecondFactor(otp=True, sms=False),
+            password_policy=cognito.PasswordPolicy(
+                min_length=12,
+                require_lowercase=True,
+                require_uppercase=True,
+                require_digits=True,
+                require_symbols=True,
+                temp_password_validity=Duration.days(3),
+            ),
+            deletion_protection=True,
+            removal_policy=RemovalPolicy.RETAIN,  # users and their MFA survive `cdk destroy`
+        )
+        self._acknowledge(
+            self.user_pool,
+            "AwsSolutions-COG8",
+            "The Plus feature plan (threat protection) is billed per monthly active user at several times the "
+            "Essentials rate; the pool has the Essentials plan (managed login, resource indicators), no self sign-up "
+            "(the operator adds each user) and MFA required, which cover what a team's tool endpoint needs.",
+        )
+        prefix = config.cognito_domain_prefix or Fn.join("-", [config.stack_name.lower(), Aws.ACCOUNT_ID])
+        self.user_pool_domain = self.user_pool.add_domain(
+            "OAuthDomain",
+            cognito_domain=cognito.CognitoDomainOptions(domain_prefix=prefix),
+            managed_login_version=cognito.ManagedLoginVersion.NEWER_MANAGED_LOGIN,
+        )
+        # The resource server is the endpoint itself: its identifier is the URL clients send as `resource` (the
+        # endpoint's canonical URL: oauth_audience, else the HTTP API's), and its scopes are <URL>/<scope> in tokens.
+        scopes = config.oauth_scopes or DEFAULT_COGNITO_SCOPES
+        resource = config.oauth_audience or self.endpoint_url
+        self.resource_server = self.user_pool.add_resource_server(
+            "McpResourceServer",
+            identifier=resource,
+            user_pool_resource_server_name=f"{config.stack_name} MCP endpoint",
+            scopes=[cognito.ResourceServerScope(scope_name=s, scope_description=f"MCP endpoint: {s}") for s in scopes],
+        )
+        self.connector_client = self.user_pool.add_client(
+            "HostedConnectorClient",
+            user_pool_client_name="hosted-connectors",
+            generate_secret=True,  # hosted connectors are confidential clients; Cognito also takes PKCE with it
+            auth_flows=cognito.AuthFlow(),  # sign-in only through the hosted pages, never passwords over the API
+            o_auth=cognito.OAuthSettings(
+                flows=cognito.OAuthFlows(authorization_code_grant=True),
+                scopes=[
+                    cognito.OAuthScope.resource_server(
+                        self.resource_server, cognito.ResourceServerScope(scope_name=s, scope_description=s)
+                    )
+                    for s in scopes
+                ],
+                callback_urls=list(config.oauth_callback_urls),
+            ),
+            supported_identity_providers=[cognito.UserPoolClientIdentityProvider.COGNITO],
+            prevent_user_existence_errors=True,
+            enable_token_revocation=True,
+            access_token_validity=Duration.hours(1),
+            id_token_validity=Duration.hours(1),
+            refresh_token_validity=Duration.days(30),
+        )
+        cognito.CfnManagedLoginBranding(
+            self,
+            "OAuthLoginBranding",
+            user_pool_id=self.user_pool.user_pool_id,
+            client_id=self.connector_client.user_pool_client_id,
+            use_cognito_provided_values=True,
+        )
+        issuer = self.user_pool.user_pool_provider_url
+        self.function.add_environment("PMCP_OAUTH_ISSUER", issuer)
+        if config.oauth_audience is None:  # the resource server's identifier, which Cognito puts in `aud`
+            self.function.add_environment("PMCP_OAUTH_AUDIENCE", resource)
+        self.function.add_environment("PMCP_OAUTH_SCOPES", Fn.join(",", [Fn.join("/", [resource, s]) for s in scopes]))
+        CfnOutput(self, "OAuthIssuer", value=issuer, description="The authorization server (Cognito user pool)")
+        CfnOutput(self, "OAuthClientId", value=self.connector_client.user_pool_client_id)
+        CfnOutput(
+            self,
+            "OAuthClientSecretCommand",
+            description="Print the app client's secret, for a client without dynamic registration",
+            value=Fn.join(
+                "",
+                [
+                    "aws cognito-idp describe-user-pool-client --user-pool-id ",
+                    self.user_pool.user_pool_id,
+                    " --client-id ",
+                    self.connector_client.user_pool_client_id,
+                    " --query UserPoolClient.ClientSecret --output text",
+                ],
+            ),
+        )
+        CfnOutput(
+            self,
+            "AddUserCommand",
+            description="Invite a user (an email with a temporary password; MFA is set up at first sign-in)",
+            value=Fn.join(
+                "",
+                [
+                    "aws cognito-idp admin-create-user --user-pool-id ",
+                    self.user_pool.user_pool_id,
+                    " --username someone@example.com --user-attributes Name=email,Value=someone@example.com",
+                    " Name=email_verified,Value=true",
+                ],
+            ),
+        )
+        CfnOutput(self, "OAuthSignInDomain", value=self.user_pool_domain.base_url())
 
     # --- secrets (server-key mode) ------------------------------------------------------------------------
 

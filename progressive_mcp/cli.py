@@ -225,7 +225,12 @@ def _sample_upstream(args: argparse.Namespace) -> int:
 def add_server_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of a server (stdio and serve), the gateway's --servers and --index among them."""
     parser.add_argument("--spec", help="spec file (env PMCP_SPEC; default: the bundled Alpha Vantage spec)")
-    parser.add_argument("--mode", choices=MODES, help="tool surface (env PMCP_MODE; default progressive)")
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        help="tool surface (env PMCP_MODE; default progressive); auto: direct when the tools cost at most "
+        "PMCP_AUTO_DIRECT_TOKENS in a direct tools/list, else progressive (PMCP_AUTO_FALLBACK=code: code)",
+    )
     parser.add_argument("--categories", help="comma-separated categories to expose (env PMCP_CATEGORIES)")
     parser.add_argument("--upstream", help="upstream base URL (env PMCP_UPSTREAM_URL; default from the spec)")
     add_gateway_flags(parser)

@@ -23,6 +23,7 @@ from progressive_mcp.calls.upstream import UpstreamClient
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.offline.sample_upstream import SampleUpstream
 from progressive_mcp.sources import load_catalog
+from progressive_mcp.surfaces.auto import DEFAULT_AUTO_DIRECT_TOKENS
 from progressive_mcp.surfaces.metatools import (
     DETAIL_LEVELS,
     SEARCH_SCHEMA_HITS,
@@ -65,6 +66,9 @@ SEARCH_QUERIES = (
     "EUR to USD exchange rate",
     "US inflation CPI",
 )
+# Category combinations whose `auto` choice the report shows for the bundled catalog (each a URL's ?categories=);
+# another catalog shows its first two and first three categories together.
+AUTO_COMBINATIONS = (("forex", "crypto"), ("stocks", "fundamentals", "intelligence"), ("stocks", "technicals"))
 # Any key works with the sample upstream; it never leaves the process.
 SAMPLE_KEY = "token-report-key"
 
@@ -207,6 +211,7 @@ def build_report(
             },
         },
         "tool_search": _search_section(progressive, count),
+        "auto": _auto_section(progressive, count),
         "tool_get": {
             "mean": _figure(_combine(list(tool_get.values()), statistics.mean), "tool_get_average"),
             "median": _figure(_combine(list(tool_get.values()), statistics.median)),
@@ -223,6 +228,30 @@ def build_report(
         report["multi_step"] = _multi_step_section(progressive, direct, code, count, report["tools_list"])
     report["budgets"] = _budget_checks(report)
     return report
+
+
+def _auto_section(progressive: Surface, count: _Counter, threshold: int = DEFAULT_AUTO_DIRECT_TOKENS) -> dict[str, Any]:
+    """What `auto` picks (at the default threshold) for each category, a few combinations and the whole catalog,
+    beside the direct tools/list it decides on."""
+    catalog = progressive.catalog
+    names = list(catalog.categories)
+    combinations: list[tuple[str, ...]] = [c for c in AUTO_COMBINATIONS if set(c) <= set(names)]
+    if not combinations:
+        combinations = [tuple(names[:size]) for size in (2, 3) if len(names) > size]
+
+    def row(categories: tuple[str, ...] | None) -> dict[str, Any]:
+        chosen = frozenset(categories) if categories else None
+        surface = Surface(catalog, mode="auto", categories=chosen, meta=progressive.meta, auto_direct_tokens=threshold)
+        assert surface.auto is not None
+        direct = Surface(catalog, mode="direct", categories=chosen, meta=progressive.meta)
+        return {"tools": surface.auto.tools, "direct": _figure(count(tools_list_text(direct))), "picks": surface.mode}
+
+    return {
+        "threshold": threshold,
+        "by_category": {c: row((c,)) for c in catalog.categories},
+        "combinations": {",".join(c): row(c) for c in combinations},
+        "catalog": row(None),
+    }
 
 
 def search_queries(catalog: Catalog) -> tuple[str, ...]:
@@ -621,6 +650,22 @@ def render(report: dict[str, Any]) -> str:
     ]
     lines += ["", "TOOL_LIST per category (default there: summary)"]
     lines += _table(["category", "tools", *detail_columns], category_rows)
+
+    auto = report["auto"]
+    auto_rows = [
+        [label, str(entry["tools"]), *numbers(entry["direct"]["tokens"]), entry["picks"]]
+        for label, entry in [
+            *auto["by_category"].items(),
+            *auto["combinations"].items(),
+            ("(whole catalog)", auto["catalog"]),
+        ]
+    ]
+    lines += [
+        "",
+        f"auto: direct when a direct tools/list costs at most {auto['threshold']:,} cl100k tokens (the default; "
+        "PMCP_AUTO_DIRECT_TOKENS sets another), else progressive",
+    ]
+    lines += _table(["?categories=", "tools", *(f"direct {e}" for e in encodings), "auto picks"], auto_rows)
 
     query_rows = [
         [repr(q["query"]), ", ".join(q["results"][:2]) or "-", *numbers(q["plain"]), *numbers(q["schemas"])]

@@ -20,10 +20,18 @@ from progressive_mcp.errors import ConfigError
 from progressive_mcp.policies import PolicySet, load_policies
 from progressive_mcp.search.semantic import semantic_enabled
 from progressive_mcp.sources import default_spec_path
+from progressive_mcp.surfaces.auto import (
+    AUTO_DIRECT_TOKENS_ENV,
+    AUTO_FALLBACK_ENV,
+    AUTO_FALLBACKS,
+    DEFAULT_AUTO_DIRECT_TOKENS,
+    AutoFallback,
+)
 from progressive_mcp.upstream_auth import AUTH_ENV, KEY_FORMAT_ENV, check_key_format, parse_choice
 
-Mode = Literal["progressive", "direct", "hybrid", "code"]
-MODES: tuple[Mode, ...] = ("progressive", "direct", "hybrid", "code")
+# `auto` is direct or progressive (or code) by the cost of the tools a request may see (surfaces/auto.py).
+Mode = Literal["progressive", "direct", "hybrid", "code", "auto"]
+MODES: tuple[Mode, ...] = ("progressive", "direct", "hybrid", "code", "auto")
 AuthMode = Literal["passthrough", "server-key", "oauth"]
 AUTH_MODES: tuple[AuthMode, ...] = ("passthrough", "server-key", "oauth")
 UPSTREAM_KEY_ENV = "PMCP_UPSTREAM_KEY"  # the upstream key of any catalog (its spec may name another variable too)
@@ -36,6 +44,7 @@ DEFAULT_MAX_UPSTREAM_BYTES = 16 * 1024 * 1024
 # out of guessing reach (24 random base64url characters are 144 bits). Tokens this server makes are longer:
 # `serve --sample-upstream`'s 32, the CDK stack's generated secret 48.
 MIN_ENDPOINT_TOKEN_CHARS = 24
+MAX_AUTO_DIRECT_TOKENS = 1_000_000  # no model's context window holds more
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,9 @@ class Settings:
     spec_path: Path = field(default_factory=default_spec_path)
     mode: Mode = "progressive"
     categories: frozenset[str] | None = None
+    # `auto` mode: the most tokens a direct tools/list may cost, and the surface past it.
+    auto_direct_tokens: int = DEFAULT_AUTO_DIRECT_TOKENS
+    auto_fallback: AutoFallback = "progressive"
     # Which of the source's operations become tools (terms of progressive_mcp.sources.openapi.Filter).
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
@@ -96,6 +108,10 @@ class Settings:
             values["mode"] = env["PMCP_MODE"]
         if env.get("PMCP_CATEGORIES"):
             values["categories"] = env["PMCP_CATEGORIES"]
+        if env.get(AUTO_DIRECT_TOKENS_ENV, "").strip():
+            values["auto_direct_tokens"] = _int(AUTO_DIRECT_TOKENS_ENV, env[AUTO_DIRECT_TOKENS_ENV].strip())
+        if env.get(AUTO_FALLBACK_ENV, "").strip():
+            values["auto_fallback"] = env[AUTO_FALLBACK_ENV].strip().lower()
         if env.get("PMCP_INCLUDE"):
             values["include"] = split_list(env["PMCP_INCLUDE"])
         if env.get("PMCP_EXCLUDE"):
@@ -184,6 +200,15 @@ class Settings:
     def check(self) -> None:
         if self.mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r} (PMCP_MODE or --mode)")
+        if not 0 <= self.auto_direct_tokens <= MAX_AUTO_DIRECT_TOKENS:
+            raise ConfigError(
+                f"{AUTO_DIRECT_TOKENS_ENV} must be a number of tokens from 0 to {MAX_AUTO_DIRECT_TOKENS:,}, not "
+                f"{self.auto_direct_tokens} (the most a direct tools/list may cost before auto mode goes progressive)"
+            )
+        if self.auto_fallback not in AUTO_FALLBACKS:
+            raise ConfigError(
+                f"{AUTO_FALLBACK_ENV} must be one of {', '.join(AUTO_FALLBACKS)}, not {self.auto_fallback!r}"
+            )
         if self.max_result_tokens < 500:
             raise ConfigError(f"PMCP_MAX_RESULT_TOKENS must be at least 500, not {self.max_result_tokens}")
         if not 0 < self.upstream_timeout_s <= 900:  # NaN fails this too

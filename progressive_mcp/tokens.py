@@ -19,9 +19,10 @@ what an exact count keeps. bench/token_bound.py measures it, tests/test_token_bo
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 TOKENIZER = "cl100k_base"
@@ -49,6 +50,32 @@ def count_tokens(text: str, encoding: str = TOKENIZER) -> int:
     """Tokens in `text` with `encoding` (default cl100k_base); text that looks like a special token
     (`<|endoftext|>`) counts as plain text."""
     return sum(_chunk_counts(text, encoding))
+
+
+def counts_exactly() -> bool:
+    """Whether `count_tokens` can count here (bpe-openai is installed; the Lambda asset leaves it out)."""
+    return _exact()
+
+
+# cl100k counts of texts made where the vocabulary was, by `text_digest`: a compiled catalog carries its tools'
+# definitions' counts (made at `spec compile`), so a process without bpe-openai still knows them exactly.
+_KNOWN_COUNTS: dict[str, int] = {}
+
+
+def text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+def remember_counts(counts: Mapping[str, int]) -> None:
+    """Keep cl100k counts made elsewhere, keyed by `text_digest` of their texts."""
+    _KNOWN_COUNTS.update(counts)
+
+
+def known_count(text: str) -> int | None:
+    """The cl100k count of `text` if it was counted here or remembered (`remember_counts`), else None."""
+    if _exact():
+        return count_tokens(text)
+    return _KNOWN_COUNTS.get(text_digest(text))
 
 
 def fits_budget(text: str, budget: int) -> bool:

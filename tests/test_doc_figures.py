@@ -78,6 +78,26 @@ def test_the_readme_token_table_is_what_make_tokens_counts(token_figures: dict[s
     assert not wrong, f"README figures (quoted, counted) that are not what `make tokens` counts: {wrong}"
 
 
+def test_the_readme_auto_figures_are_what_make_tokens_counts(token_figures: dict[str, Any]) -> None:
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    auto = token_figures["auto"]
+    forex, whole = auto["by_category"]["forex"], auto["catalog"]
+    assert (forex["picks"], whole["picks"]) == ("direct", "progressive")
+    said = re.search(
+        r"`PMCP_AUTO_DIRECT_TOKENS` \(([\d,]+) tokens.*?`\?categories=forex` \((\d+) tools, ([\d,]+) tokens\) "
+        r"goes direct, the whole catalog \(([\d,]+)\) does not",
+        text,
+    )
+    assert said, "the README no longer states the auto rule with its figures"
+    quoted = [number(g) for g in said.groups()]
+    assert quoted == [
+        auto["threshold"],
+        forex["tools"],
+        forex["direct"]["tokens"]["cl100k"],
+        whole["direct"]["tokens"]["cl100k"],
+    ]
+
+
 def test_the_minimum_sample_key_the_docs_quote_is_the_codes() -> None:
     from progressive_mcp.redaction import MIN_KEY_CHARS
 

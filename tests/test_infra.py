@@ -10,7 +10,9 @@ endpoint kinds and both auth modes; three more turn SnapStart on:
 - `http_passthrough`: HTTP API, passthrough, alarm email, code mode by default in 384 MB;
 - `gateway`: the default stack with a servers file: its layer, the tool store and the scheduled sync function;
 - `snap_http`, `snap_url`, `snap_gateway`: `snap_start` on with each endpoint kind, and with the gateway (whose sync
-  function stays without it).
+  function stays without it);
+- `oauth`: oauth mode with an outside issuer; `cognito`, `cognito_url`: oauth mode with the stack's own Cognito user
+  pool, by default and with every Cognito knob set (Function URL, scopes, callback URLs, domain prefix, audience).
 
 Run with: .venv/bin/python -m pytest tests/test_infra.py -q
 """
@@ -83,6 +85,17 @@ CONFIGS = {
     "snap_url": StackConfig(snap_start=True, endpoint="function-url", reserved_concurrency=5, secret_cache_s=60),
     "snap_gateway": StackConfig(snap_start=True, servers="tests/fixtures/servers/remote_servers.json"),
     "oauth": StackConfig(auth_mode="oauth", oauth_issuer=OAUTH_ISSUER, oauth_scopes=("mcp:tools", "mcp:read")),
+    "cognito": StackConfig(auth_mode="oauth", oauth="cognito"),
+    "cognito_url": StackConfig(
+        auth_mode="oauth",
+        oauth="cognito",
+        endpoint="function-url",
+        reserved_concurrency=5,
+        oauth_scopes=("read", "call"),
+        oauth_callback_urls=("https://claude.ai/api/mcp/auth_callback", "http://localhost:33418/callback"),
+        cognito_domain_prefix="acme-mcp-tools",
+        oauth_audience="https://mcp.acme.example/mcp",
+    ),
 }
 SNAP_CONFIGS = ("snap_http", "snap_url", "snap_gateway")
 
@@ -704,6 +717,19 @@ def test_every_acknowledgement_is_needed_and_explained(
         ({"oauth_issuer": OAUTH_ISSUER}, "only used with auth_mode=oauth"),
         ({"auth_mode": "oauth", "oauth_issuer": OAUTH_ISSUER, "oauth_audience": "mcp.example/mcp"}, "oauth_audience"),
         ({"auth_mode": "oauth", "oauth_issuer": OAUTH_ISSUER, "oauth_scopes": ('a"b',)}, "oauth_scopes"),
+        ({"oauth": "cognito"}, "only used with auth_mode=oauth"),
+        ({"auth_mode": "oauth", "oauth": "okta"}, "oauth must be one of cognito, not 'okta'"),
+        ({"auth_mode": "oauth", "oauth": "cognito", "oauth_issuer": OAUTH_ISSUER}, "leave oauth_issuer unset"),
+        ({"auth_mode": "oauth", "oauth": "cognito", "oauth_scopes": ("a/b",)}, "not a Cognito scope name"),
+        ({"auth_mode": "oauth", "oauth": "cognito", "oauth_callback_urls": ("http://app.example/cb",)}, "http only"),
+        ({"auth_mode": "oauth", "oauth": "cognito", "oauth_callback_urls": ("https://a.example/cb#x",)}, "fragment"),
+        ({"auth_mode": "oauth", "oauth": "cognito", "cognito_domain_prefix": "my-cognito-pool"}, "without 'aws'"),
+        ({"auth_mode": "oauth", "oauth": "cognito", "cognito_domain_prefix": "Acme"}, "lower-case letters"),
+        (
+            {"auth_mode": "oauth", "oauth_issuer": OAUTH_ISSUER, "cognito_domain_prefix": "acme"},
+            "only used with oauth=",
+        ),
+        ({"auth_mode": "oauth", "oauth": "cognito", "endpoint": "function-url"}, "needs oauth_audience"),
         ({"upstream_key_secret_arn": "arn:aws:s3:::bucket"}, "not a Secrets Manager ARN"),
         ({"alarm_email": "ops"}, "not an email address"),
         ({"upstream_error_rate_threshold": 1.5}, "upstream_error_rate_threshold must be in"),
@@ -1100,3 +1126,73 @@ def test_oauth_mode_puts_the_jose_library_in_the_asset_and_only_then(synths: dic
     asset = synths["oauth"].stack.asset_inputs
     built = (asset.cache_root / asset.fingerprint()).glob("**/jwt/api_jwt.py")
     assert next(built, None) is not None, "the built asset carries PyJWT"
+
+
+# --- oauth=cognito: the stack's own authorization server ----------------------------------------------------------
+
+
+def test_cognito_creates_a_user_pool_for_invited_users_with_mfa(synths: dict[str, Synth]) -> None:
+    cognito = synths["cognito"]
+    _pool_id, pool = cognito.one("AWS::Cognito::UserPool")
+    properties = pool["Properties"]
+    assert properties["AdminCreateUserConfig"] == {"AllowAdminCreateUserOnly": True}  # the operator invites
+    assert properties["MfaConfiguration"] == "ON" and properties["EnabledMfas"] == ["SOFTWARE_TOKEN_MFA"]
+    assert properties["UserPoolTier"] == "ESSENTIALS"  # managed login and resource indicators
+    assert properties["Policies"]["PasswordPolicy"]["MinimumLength"] == 12
+    assert pool["DeletionPolicy"] == "Retain"
+    for name in ("default", "oauth"):
+        assert not [t for t in synths[name].json["Resources"].values() if t["Type"].startswith("AWS::Cognito")]
+
+
+def test_cognito_resource_server_is_the_endpoint_and_the_function_checks_its_tokens(synths: dict[str, Synth]) -> None:
+    cognito = synths["cognito"]
+    pool_id, _pool = cognito.one("AWS::Cognito::UserPool")
+    endpoint = {"Fn::Join": ["", [{"Fn::GetAtt": [cognito.logical_id(cognito.stack.http_api), "ApiEndpoint"]}, "/mcp"]]}
+    server_id, server = cognito.one("AWS::Cognito::UserPoolResourceServer")
+    assert server["Properties"]["Identifier"] == endpoint
+    assert [s["ScopeName"] for s in server["Properties"]["Scopes"]] == ["tools"]
+    env = cognito.environment()
+    assert env["PMCP_AUTH_MODE"] == "oauth"
+    assert env["PMCP_OAUTH_ISSUER"] == {"Fn::GetAtt": [pool_id, "ProviderURL"]}
+    assert env["PMCP_OAUTH_AUDIENCE"] == endpoint  # Cognito puts the `resource` a client asks for in `aud`
+    assert env["PMCP_OAUTH_SCOPES"] == {"Fn::Join": ["/", [endpoint, "tools"]]}
+    assert "PMCP_ENDPOINT_TOKENS_SECRET" not in env and "PMCP_UPSTREAM_KEY_SECRET" in env
+    _domain_id, domain = cognito.one("AWS::Cognito::UserPoolDomain")
+    assert domain["Properties"]["ManagedLoginVersion"] == 2
+    assert domain["Properties"]["Domain"] == {"Fn::Join": ["-", ["progressivemcp", {"Ref": "AWS::AccountId"}]]}
+    assert cognito.one("AWS::Cognito::ManagedLoginBranding")[1]["Properties"]["UseCognitoProvidedValues"] is True
+    assert {"OAuthIssuer", "OAuthClientId", "OAuthClientSecretCommand", "AddUserCommand"} <= set(
+        cognito.json["Outputs"]
+    )
+    assert server_id in json.dumps(cognito.one("AWS::Cognito::UserPoolClient")[1])
+
+
+def test_cognito_app_client_is_for_hosted_connectors_with_the_code_flow(synths: dict[str, Synth]) -> None:
+    cognito = synths["cognito"]
+    _client_id, client = cognito.one("AWS::Cognito::UserPoolClient")
+    properties = client["Properties"]
+    assert properties["AllowedOAuthFlows"] == ["code"] and properties["AllowedOAuthFlowsUserPoolClient"] is True
+    assert properties["GenerateSecret"] is True
+    assert properties["CallbackURLs"] == list(config_module.DEFAULT_OAUTH_CALLBACK_URLS)
+    assert "https://claude.ai/api/mcp/auth_callback" in properties["CallbackURLs"]
+    assert "https://chatgpt.com/connector_platform_oauth_redirect" in properties["CallbackURLs"]
+    assert properties["SupportedIdentityProviders"] == ["COGNITO"]
+    assert properties["PreventUserExistenceErrors"] == "ENABLED" and properties["EnableTokenRevocation"] is True
+    assert properties.get("ExplicitAuthFlows", []) == []  # no password sign-in over the API, hosted pages only
+    # The secret is read with a command by whoever may (OAuthClientSecretCommand), never put in an output or setting.
+    secret = json.dumps({"Fn::GetAtt": [_client_id, "ClientSecret"]})
+    assert secret not in json.dumps(cognito.json["Outputs"]) and secret not in json.dumps(cognito.environment())
+
+
+def test_cognito_knobs_reach_the_pool_client_and_function(synths: dict[str, Synth]) -> None:
+    synth = synths["cognito_url"]
+    _server_id, server = synth.one("AWS::Cognito::UserPoolResourceServer")
+    assert [s["ScopeName"] for s in server["Properties"]["Scopes"]] == ["read", "call"]
+    properties = synth.one("AWS::Cognito::UserPoolClient")[1]["Properties"]
+    assert properties["CallbackURLs"] == ["https://claude.ai/api/mcp/auth_callback", "http://localhost:33418/callback"]
+    assert len(properties["AllowedOAuthScopes"]) == 2
+    assert synth.one("AWS::Cognito::UserPoolDomain")[1]["Properties"]["Domain"] == "acme-mcp-tools"
+    assert server["Properties"]["Identifier"] == "https://mcp.acme.example/mcp"
+    env = synth.environment()
+    assert env["PMCP_OAUTH_AUDIENCE"] == "https://mcp.acme.example/mcp"
+    assert env["PMCP_OAUTH_SCOPES"] == "https://mcp.acme.example/mcp/read,https://mcp.acme.example/mcp/call"

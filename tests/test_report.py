@@ -156,6 +156,25 @@ def test_the_text_report_shows_every_flow_and_the_budget_verdicts(report: dict[s
     assert text.isascii()
 
 
+def test_the_report_shows_what_auto_picks_per_category_and_combination(
+    report: dict[str, Any], catalog: Catalog
+) -> None:
+    auto = report["auto"]
+    assert set(auto["by_category"]) == set(catalog.categories)
+    for label, entry in [*auto["by_category"].items(), *auto["combinations"].items()]:
+        chosen = Surface(catalog, mode="auto", categories=frozenset(label.split(",")))
+        assert entry["picks"] == chosen.mode, label
+        assert chosen.auto is not None and entry["direct"]["tokens"]["cl100k"] == chosen.auto.direct_tokens, label
+        assert entry["picks"] == (
+            "direct" if entry["direct"]["tokens"]["cl100k"] <= auto["threshold"] else "progressive"
+        )
+    assert auto["by_category"]["forex"]["picks"] == "direct"
+    assert auto["combinations"]["forex,crypto"]["picks"] == "direct"
+    assert auto["catalog"]["picks"] == "progressive" and auto["catalog"]["tools"] == len(catalog)
+    text = render(report)
+    assert "auto picks" in text and "(whole catalog)" in text
+
+
 @pytest.mark.slow
 def test_cli_tokens_json_counts_with_the_chosen_tokenizer() -> None:
     script = Path(sys.executable).with_name("progressive-mcp")

@@ -33,6 +33,8 @@ from progressive_mcp.catalog import (
 )
 from progressive_mcp.errors import SpecError
 from progressive_mcp.search.vocabulary import Vocabulary
+from progressive_mcp.tokens import count_tokens, counts_exactly, remember_counts, text_digest
+from progressive_mcp.tokens import dumps as dumps_text
 
 FORMAT_KEY = "progressive_mcp_catalog"
 FORMAT_VERSION = 2  # 2: shared schema parts; 1 (none) is still read
@@ -40,6 +42,9 @@ READABLE_VERSIONS = (1, 2)
 SHARED_KEY = "$pmcp_shared"
 MIN_SHARED_CHARS = 64  # a repeated part shorter than this (as JSON) is cheaper written out than referenced
 VECTORS_KEY = "vectors"  # optional: the tool documents' MiniLM vectors (`to_data(vectors=True)`)
+# optional: each tool's direct definition's cl100k count, by its text's digest (where `spec compile` could count), so
+# `auto` decides exactly where the vocabulary is not (the Lambda asset; see progressive_mcp.surfaces.auto)
+DEFINITION_TOKENS_KEY = "definition_tokens"
 SCHEMA_FIELDS = ("input_schema", "output_schema")  # of a tool record; a parameter's `schema` too
 
 
@@ -61,6 +66,7 @@ def to_data(catalog: Catalog, *, vectors: bool = False) -> dict[str, Any]:
         **({"shared": shared} if shared else {}),
         **({"vocabulary": dict(catalog.vocabulary.data)} if catalog.vocabulary.data else {}),
         **({VECTORS_KEY: _vectors(catalog)} if vectors and catalog.tools else {}),
+        **({DEFINITION_TOKENS_KEY: _definition_tokens(catalog)} if counts_exactly() and catalog.tools else {}),
     }
 
 
@@ -74,6 +80,12 @@ def _vectors(catalog: Catalog) -> dict[str, Any]:
     model, width = providers.active().model_id, len(rows) // len(catalog.tools)
     variant = tool_vectors.DOCUMENT_VARIANT
     return {"model": model, "document": variant, "dimension": width, "int8": tool_vectors.encode(rows)}
+
+
+def _definition_tokens(catalog: Catalog) -> dict[str, int]:
+    """Each tool's definition as tools/list sends it (no member without a value), counted: by its text's digest."""
+    texts = (dumps_text({k: v for k, v in t.definition().items() if v is not None}) for t in catalog.tools)
+    return {text_digest(text): count_tokens(text) for text in texts}
 
 
 def _offer_vectors(data: Any, catalog: Catalog) -> None:
@@ -218,6 +230,9 @@ def from_data(data: Any, source: str = "<compiled catalog>") -> Catalog:
     unrooted = [f"{name}: the path {path!r} does not start with /" for name, path in routes if path[:1] != "/"]
     if unrooted:  # as its source would have been (progressive_mcp.sources.openapi): it could name another host
         raise SpecError(source, unrooted)
+    counts = data.get(DEFINITION_TOKENS_KEY)
+    if isinstance(counts, dict):
+        remember_counts({k: v for k, v in counts.items() if isinstance(k, str) and type(v) is int})
     if VECTORS_KEY in data:
         try:
             _offer_vectors(data[VECTORS_KEY], catalog)

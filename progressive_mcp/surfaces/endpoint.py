@@ -48,6 +48,7 @@ from progressive_mcp.policies import Caller, MemoryRateLimiter, Policy, PolicySe
 from progressive_mcp.redaction import key_problem, redact
 from progressive_mcp.search.hints import asked as hints_asked
 from progressive_mcp.settings import MODES, Settings, split_list
+from progressive_mcp.surfaces.auto import AUTO, AUTO_FALLBACKS, AUTO_META, AutoFallback
 from progressive_mcp.surfaces.protocol import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     HEADER_MISMATCH,
@@ -280,12 +281,12 @@ class Endpoint:
         if settings.policies is not None:
             self._check_policies(settings.policies, surface, static_tokens=endpoint_tokens is None)
         self._origins = frozenset(o.rstrip("/").lower() for o in settings.allowed_origins)
-        # Surfaces by (policy key, mode, categories): None is the unrestricted policy.
-        self._surfaces: OrderedDict[tuple[Any, ...], Surface] = OrderedDict(
-            {(None, surface.mode, surface.categories): surface}
-        )
-        # (mode, categories, method, version, catalog version) → result JSON, for results that depend on nothing else.
-        self._results: dict[tuple[str, frozenset[str] | None, str, str, str], str] = {}
+        # Surfaces by (policy key, mode asked for, categories, auto's fallback), None the unrestricted policy (see
+        # `_variant_key`), and each policy's own base surface by ("policy", its key, catalog version).
+        self._surfaces: OrderedDict[tuple[Any, ...], Surface] = OrderedDict({_variant_key(surface): surface})
+        # (mode, categories, auto's choice, method, version, catalog version) → result JSON, for results that depend
+        # on nothing else.
+        self._results: dict[tuple[Any, ...], str] = {}
         self._lock = threading.Lock()
         api = surface.catalog.api
         self.server_info = {"name": SERVER_NAME, "version": __version__, "title": f"{api.title} (progressive-mcp)"}
@@ -319,7 +320,7 @@ class Endpoint:
     def _adopt(self, surface: Surface) -> None:
         """Make `surface` the default, dropping the old one's variants and serialized results (under `_lock`)."""
         self._default = surface
-        self._surfaces = OrderedDict({(None, surface.mode, surface.categories): surface})
+        self._surfaces = OrderedDict({_variant_key(surface): surface})
         self._results.clear()
 
     def _check_policies(self, policies: PolicySet, surface: Surface, *, static_tokens: bool) -> None:
@@ -889,7 +890,7 @@ class Endpoint:
 
     def _cached(self, surface: Surface, method: str, version: str, build: Callable[[], dict[str, Any]]) -> str:
         """Results that depend only on the surface and version are serialized once, then reused."""
-        key = (surface.mode, surface.categories, method, version, surface.catalog.version)
+        key = (surface.mode, surface.categories, surface.auto, method, version, surface.catalog.version)
         text = self._results.get(key)
         if text is None:
             text = _dumps(build())
@@ -903,15 +904,18 @@ class Endpoint:
         return {"tools": {"listChanged": False}, "prompts": {"listChanged": False}, "resources": {"listChanged": False}}
 
     def _initialize_result(self, surface: Surface, version: str) -> dict[str, Any]:
-        return {
+        result = {
             "protocolVersion": version,
             "capabilities": self._capabilities(),
             "serverInfo": self.server_info,
             "instructions": surface.instructions,
         }
+        if surface.auto is not None:
+            result["_meta"] = {AUTO_META: surface.auto.as_meta()}
+        return result
 
     def _discover_result(self, surface: Surface, extra: dict[str, Any]) -> dict[str, Any]:
-        return {
+        result = {
             "supportedVersions": list(SUPPORTED_VERSIONS),
             "capabilities": self._capabilities(),
             "instructions": surface.instructions,
@@ -919,6 +923,9 @@ class Endpoint:
             "cacheScope": "public",
             **extra,
         }
+        if surface.auto is not None:
+            result["_meta"] = {**extra["_meta"], AUTO_META: surface.auto.as_meta()}
+        return result
 
     def _list_result(
         self, surface: Surface, extra: dict[str, Any], *, modern: bool, hints: bool = False
@@ -938,6 +945,8 @@ class Endpoint:
             # TTL; the catalog version in _meta tells them whether a fresh list is really different.
             data.update(extra, ttlMs=self.settings.list_ttl_s * 1000, cacheScope="public")
             data["_meta"] = {**extra["_meta"], CATALOG_VERSION_META: surface.catalog.version}
+        if surface.auto is not None:  # what auto picked, and on which figures
+            data["_meta"] = {**data.get("_meta", {}), AUTO_META: surface.auto.as_meta()}
         return data
 
     # --- helpers --------------------------------------------------------------------------------
@@ -950,9 +959,10 @@ class Endpoint:
         policy_key = None if base is self.surface else base.catalog.version
         mode_arg = query.get("mode")
         categories_arg = query.get("categories")
-        if mode_arg is None and categories_arg is None:
+        fallback_arg = query.get("fallback")
+        if mode_arg is None and categories_arg is None and fallback_arg is None:
             return base
-        mode = (mode_arg or base.mode).strip().lower()
+        mode = (mode_arg or base.requested_mode).strip().lower()
         if mode not in MODES:
             raise _Reject(
                 400,
@@ -960,6 +970,7 @@ class Endpoint:
                 f"Unknown ?mode={mode_arg[:30] if mode_arg else ''!r}; use one of {', '.join(MODES)}",
                 request_id=request_id,
             )
+        fallback = self._auto_fallback(mode, fallback_arg, request_id)
         if categories_arg is None:
             categories = base.categories
         else:
@@ -976,13 +987,13 @@ class Endpoint:
                     f"{', '.join(offered)}",
                     request_id=request_id,
                 )
-        variant_key: tuple[Any, ...] = (policy_key, mode, categories)
+        variant_key = (policy_key, mode, categories, fallback)
         with self._lock:
             found = self._surfaces.get(variant_key)
             if found is not None:
                 self._surfaces.move_to_end(variant_key)
                 return found
-        built = base.variant(mode, categories)  # type: ignore[arg-type]
+        built = base.variant(mode, categories, auto_fallback=fallback)  # type: ignore[arg-type]
         return self._keep_surface(variant_key, built)
 
     def _policy_surface(self, policy: Policy | None) -> Surface:
@@ -1017,6 +1028,27 @@ class Endpoint:
                 del self._surfaces[old_key]
         return found
 
+    def _auto_fallback(self, mode: str, fallback_arg: str | None, request_id: Any) -> AutoFallback | None:
+        """`?fallback=`: the surface `auto` picks past its threshold (progressive or code); only with mode auto."""
+        if mode != AUTO:
+            if fallback_arg is not None:
+                raise _Reject(
+                    400,
+                    INVALID_REQUEST,
+                    "?fallback= goes with ?mode=auto (the surface auto picks for a large tool set)",
+                    request_id=request_id,
+                )
+            return None
+        fallback = (fallback_arg or self.surface.auto_fallback).strip().lower()
+        if fallback not in AUTO_FALLBACKS:
+            raise _Reject(
+                400,
+                INVALID_REQUEST,
+                f"Unknown ?fallback={(fallback_arg or '')[:30]!r}; use one of {', '.join(AUTO_FALLBACKS)}",
+                request_id=request_id,
+            )
+        return fallback  # type: ignore[return-value]
+
     def _unsupported(self, requested: str, request_id: Any) -> _Reject:
         return _Reject(
             400,
@@ -1035,6 +1067,13 @@ class Endpoint:
         if cors and "WWW-Authenticate" in rej.headers:
             headers["Access-Control-Expose-Headers"] = CORS_EXPOSE_HEADERS
         return HttpResponse(rej.status, headers, body, exchange)
+
+
+def _variant_key(surface: Surface, policy_key: str | None = None) -> tuple[Any, ...]:
+    """A surface's key among the endpoint's variants: the policy's key (None: unrestricted) and what the URL asked
+    for (`auto`, not what it picked)."""
+    fallback = surface.auto_fallback if surface.requested_mode == AUTO else None
+    return (policy_key, surface.requested_mode, surface.categories, fallback)
 
 
 def _header_text(value: str | None) -> str | None:

@@ -29,6 +29,7 @@ from progressive_mcp.calls.cache import LOCAL
 from progressive_mcp.errors import ProgressiveMCPError, UnknownTool
 from progressive_mcp.search.hints import asked as hints_asked
 from progressive_mcp.settings import Settings
+from progressive_mcp.surfaces.auto import AUTO_META
 from progressive_mcp.surfaces.surface import CallContext, GatewaySurfaces, Surface
 
 logger = logging.getLogger(__name__)
@@ -44,9 +45,10 @@ def build_server(surface: Surface | Callable[[], Surface], ctx: CallContext) -> 
     async def list_tools(_ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         now = current()
         listed["tools"] = now.list_tools()  # the plain list: what a change is told against
+        meta = {AUTO_META: now.auto.as_meta()} if now.auto is not None else None  # initialize is the SDK's to answer
         if params is not None and hints_asked(params.meta):  # a gateway in front of this server (`search.hints`)
-            return types.ListToolsResult(tools=now.list_tools(hints=True))
-        return types.ListToolsResult(tools=listed["tools"])
+            return types.ListToolsResult(tools=now.list_tools(hints=True), _meta=meta)
+        return types.ListToolsResult(tools=listed["tools"], _meta=meta)
 
     async def call_tool(request: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         now = current()

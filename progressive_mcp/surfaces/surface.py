@@ -20,7 +20,7 @@ import os
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,7 @@ from progressive_mcp.gateway.results import script_value, server_result
 from progressive_mcp.redaction import Secrets, key_problem, protect_logs, redact
 from progressive_mcp.settings import Mode, Settings
 from progressive_mcp.sources import load_catalog
+from progressive_mcp.surfaces.auto import AUTO, DEFAULT_AUTO_DIRECT_TOKENS, AutoChoice, AutoFallback, choose_mode
 from progressive_mcp.surfaces.metatools import META_TOOL_NAMES, TOOL_CALL, TOOL_GET, TOOL_LIST, MetaTools
 from progressive_mcp.tokens import dumps
 from progressive_mcp.upstream_auth import KEY_FORMAT_ENV, choose_auth, secret_forms
@@ -117,10 +118,13 @@ class Surface:
         script_limits: ScriptLimits | None = None,
         semantic: bool | None = None,
         gateway: Gateway | None = None,
+        auto_direct_tokens: int = DEFAULT_AUTO_DIRECT_TOKENS,
+        auto_fallback: AutoFallback = "progressive",
     ) -> None:
         """`gateway`: the MCP servers whose tools the catalog holds (calls to them go there); `cache` keeps upstream
         answers (None: no cache); `results` takes full answers too large to show;
-        `direct_definitions` is the shared store of catalog tools' wire definitions (see `variant`)."""
+        `direct_definitions` is the shared store of catalog tools' wire definitions (see `variant`); mode `auto`
+        becomes direct or `auto_fallback` here, by `auto_direct_tokens` (see surfaces/auto.py)."""
         unknown = sorted((categories or frozenset()) - set(catalog.categories))
         if unknown:
             raise ConfigError(
@@ -131,6 +135,17 @@ class Surface:
         # The secrets of every server behind the gateway: no answer, error or log line shows one.
         self._server_secrets = Secrets.of(*gateway.config.secrets, basic_parts=False) if gateway else Secrets.of()
         protect_logs(self._server_secrets, self)
+        # Each catalog tool's wire definition, made once and shared by every variant of this surface. The SDK's
+        # models of them (for the stdio server) are made on the first `list_tools()`: mcp_types is not imported
+        # on the HTTP path, where a cold start would pay ~250 ms for it.
+        self._direct_definitions = direct_definitions if direct_definitions is not None else {}
+        # `auto`: decided once, here, on the tools this surface may show (`auto` stays its requested mode).
+        self.requested_mode: Mode = mode
+        self.auto_direct_tokens, self.auto_fallback = auto_direct_tokens, auto_fallback
+        self.auto: AutoChoice | None = None
+        if mode == AUTO:
+            self.auto = self._choose_auto(catalog.in_categories(categories), categories)
+            mode = self.auto.mode
         self.mode = mode
         self.categories = categories
         self.semantic = semantic
@@ -160,23 +175,39 @@ class Surface:
             if mode == "code"
             else None
         )
-        # Each catalog tool's wire definition, made once and shared by every variant of this surface. The SDK's
-        # models of them (for the stdio server) are made on the first `list_tools()`: mcp_types is not imported
-        # on the HTTP path, where a cold start would pay ~250 ms for it.
-        self._direct_definitions = direct_definitions if direct_definitions is not None else {}
         meta_definitions = self.meta.code_definitions if mode == "code" else self.meta.definitions
         definitions = [_wire_definition(d) for d in meta_definitions] if mode != "direct" else []
-        for tool in self._direct.values():
-            definition = self._direct_definitions.get(tool.name)
-            if definition is None:
-                definition = self._direct_definitions.setdefault(tool.name, _wire_definition(tool.definition()))
-            definitions.append(definition)
+        definitions += self._definitions_of(self._direct.values())
         self._definitions = tuple(definitions)
         self._models: list[types.Tool] | None = None
         # With search hints, for a gateway that asks (`tool_definitions`, `list_tools`).
         self._hinted: tuple[dict[str, Any], ...] | None = None
         self._hinted_models: list[types.Tool] | None = None
         self._models_lock = threading.Lock()
+
+    def _definitions_of(self, tools: Iterable[CatalogTool]) -> list[dict[str, Any]]:
+        """These tools' wire definitions, each made once and shared by the surface's variants."""
+        definitions = []
+        for tool in tools:
+            definition = self._direct_definitions.get(tool.name)
+            if definition is None:
+                definition = self._direct_definitions.setdefault(tool.name, _wire_definition(tool.definition()))
+            definitions.append(definition)
+        return definitions
+
+    def _choose_auto(self, tools: Sequence[CatalogTool], categories: frozenset[str] | None) -> AutoChoice:
+        """`auto`'s choice for the tools this surface may show (a policy narrowing them narrows this input)."""
+        definitions = self._definitions_of(tools)
+        choice = choose_mode(definitions, threshold=self.auto_direct_tokens, fallback=self.auto_fallback)
+        logger.info(
+            "auto mode picked %s: %d tools cost %d tokens as a direct tools/list (threshold %d)",
+            choice.mode,
+            choice.tools,
+            choice.direct_tokens,
+            choice.threshold,
+            extra={"auto": choice.as_meta(), "categories": sorted(categories) if categories else None},
+        )
+        return choice
 
     @classmethod
     def from_settings(
@@ -221,6 +252,8 @@ class Surface:
             script_limits=settings.script_limits,
             semantic=settings.semantic,
             gateway=gateway,
+            auto_direct_tokens=settings.auto_direct_tokens,
+            auto_fallback=settings.auto_fallback,
         )
 
     def default_context(self, settings: Settings, environ: Mapping[str, str] | None = None) -> CallContext:
@@ -240,8 +273,11 @@ class Surface:
         protect_logs(Secrets.of(*secret_forms(auth, api_key)), self)
         return CallContext(api_key=api_key, entitlement=LOCAL)
 
-    def variant(self, mode: Mode, categories: frozenset[str] | None) -> Surface:
-        """The same catalog and upstream with another mode or category filter (for per-URL choices)."""
+    def variant(
+        self, mode: Mode, categories: frozenset[str] | None, *, auto_fallback: AutoFallback | None = None
+    ) -> Surface:
+        """The same catalog and upstream with another mode or category filter (for per-URL choices); `auto_fallback`
+        replaces this surface's for mode `auto`."""
         return Surface(
             self.catalog,
             mode=mode,
@@ -257,14 +293,16 @@ class Surface:
             sandbox=self.sandbox,
             script_limits=self.script_limits,
             gateway=self.gateway,
+            auto_direct_tokens=self.auto_direct_tokens,
+            auto_fallback=auto_fallback or self.auto_fallback,
         )
 
     def narrowed(self, catalog: Catalog, categories: frozenset[str] | None) -> Surface:
         """This surface over a narrower catalog (a policy's, see `progressive_mcp.policies.narrow_catalog`): its own
-        search index and definitions, the same upstream, caches and sandbox."""
+        search index and definitions, the same upstream, caches and sandbox; `auto` decides again on its tools."""
         return Surface(
             catalog,
-            mode=self.mode,
+            mode=self.requested_mode,
             categories=categories,
             upstream=self.upstream,
             max_result_tokens=self.max_result_tokens,
@@ -276,6 +314,8 @@ class Surface:
             script_limits=self.script_limits,
             semantic=self.semantic,
             gateway=self.gateway,
+            auto_direct_tokens=self.auto_direct_tokens,
+            auto_fallback=self.auto_fallback,
         )
 
     @property
