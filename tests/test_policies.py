@@ -42,6 +42,7 @@ from progressive_mcp.policies import (
 )
 from progressive_mcp.settings import Settings
 from progressive_mcp.sources import load_catalog
+from progressive_mcp.surfaces.auto import AUTO_META
 from progressive_mcp.surfaces.endpoint import Endpoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -399,6 +400,16 @@ def test_tools_list_narrowed_by_url_in_direct_mode(server: LocalServer, catalog:
     response = rpc(server, "tools", "tools/list", query="mode=direct&categories=stocks")
     names = {t["name"] for t in response.json()["result"]["tools"]}
     assert names == {n for n in visible(catalog, "tools") if catalog.get(n).category == "stocks"}
+
+
+def test_auto_decides_on_the_tools_a_policy_leaves(server: LocalServer, catalog: Catalog) -> None:
+    """`?mode=auto` chooses on what this identity may see: the whole catalog is progressive for everyone, but the
+    forex-and-crypto identity's small remainder goes direct, listing only its own tools."""
+    everything = rpc(server, "everything", "tools/list", query="mode=auto").json()["result"]
+    assert everything["_meta"][AUTO_META]["mode"] == "progressive"
+    narrow = rpc(server, "categories", "tools/list", query="mode=auto").json()["result"]
+    assert narrow["_meta"][AUTO_META]["mode"] == "direct", narrow["_meta"]
+    assert {t["name"] for t in narrow["tools"]} == visible(catalog, "categories")
 
 
 def test_an_identity_without_an_entry_is_refused_by_default(upstream: SampleUpstream) -> None:
