@@ -22,6 +22,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the real documents' paths: one map, tests/real_documents.py
+
+from real_documents import REAL  # noqa: E402
 
 from progressive_mcp.catalog import _thaw  # noqa: E402
 from progressive_mcp.sources import load_catalog  # noqa: E402
@@ -29,15 +32,7 @@ from progressive_mcp.sources.compiled import dumps  # noqa: E402
 from progressive_mcp.surfaces.surface import CallContext, Surface  # noqa: E402
 from progressive_mcp.tokens import count_tokens  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "openapi"
-DOCUMENTS = {
-    "spotify": SHARED / "spotify" / "openapi.yaml",
-    "slack": SHARED / "slack" / "swagger.json",
-    "openai": SHARED / "openai" / "openapi.yaml",
-    "digitalocean": SHARED / "digitalocean" / "specification" / "DigitalOcean-public.v2.yaml",
-    "stripe": SHARED / "stripe" / "spec3.json",
-    "twilio": SHARED / "twilio" / "twilio_api_v2010.json",
-}
+DOCUMENTS = REAL
 KEY = "sk_test_bench"
 
 
