@@ -1,7 +1,8 @@
 """Schemas, stubs and argument errors of the OpenAPI catalogs in ../shared/openapi/ (issue 28): for each
-document, TOOL_GET's tokens in Python (stubs) and in JSON-schema format (mean and max over every tool), the
-top-level output fields that lost their type, the tokens of an `InvalidArguments` answer for a wrong call of each
-tool (mean and max), and the compiled catalog's size beside the document's.
+document, TOOL_GET's tokens in Python (stubs) and in JSON-schema format (mean and max over every tool, and how
+many tools' stubs cost more than their schema view), the top-level output fields that lost their type, the tokens
+of an `InvalidArguments` answer for a wrong call of each tool (mean and max), and the compiled catalog's size
+beside the document's.
 
 Counts are cl100k_base tokens from the project's own counter (progressive_mcp/tokens.py). Prints a table, or
 JSON with `--json`; never pass/fail. Skips documents that are not there.
@@ -21,6 +22,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the real documents' paths: one map, tests/real_documents.py
+
+from real_documents import REAL  # noqa: E402
 
 from progressive_mcp.catalog import _thaw  # noqa: E402
 from progressive_mcp.sources import load_catalog  # noqa: E402
@@ -28,15 +32,7 @@ from progressive_mcp.sources.compiled import dumps  # noqa: E402
 from progressive_mcp.surfaces.surface import CallContext, Surface  # noqa: E402
 from progressive_mcp.tokens import count_tokens  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "openapi"
-DOCUMENTS = {
-    "spotify": SHARED / "spotify" / "openapi.yaml",
-    "slack": SHARED / "slack" / "swagger.json",
-    "openai": SHARED / "openai" / "openapi.yaml",
-    "digitalocean": SHARED / "digitalocean" / "specification" / "DigitalOcean-public.v2.yaml",
-    "stripe": SHARED / "stripe" / "spec3.json",
-    "twilio": SHARED / "twilio" / "twilio_api_v2010.json",
-}
+DOCUMENTS = REAL
 KEY = "sk_test_bench"
 
 
@@ -117,6 +113,8 @@ def measure(name: str, path: Path) -> dict[str, Any]:
         "tools": len(catalog.tools),
         "tool_get_python": figures(python),
         "tool_get_schema": figures(schema),
+        # the tools whose stubs cost more than their JSON-schema view (a stub should not cost more than the schema)
+        "python_above_schema": sum(p > j for (p, _), (j, _) in zip(python, schema, strict=True)),
         "invalid_arguments": figures(errors),
         "output_fields": fields,
         "untyped_output_fields": untyped,
@@ -135,14 +133,15 @@ def main() -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    head = ("document", "tools", "GET py mean/max", "GET schema mean/max", "InvalidArgs mean/max", "untyped out",
-            "doc bytes", "compiled bytes")  # fmt: skip
+    head = ("document", "tools", "GET py mean/max", "GET schema mean/max", "py > schema", "InvalidArgs mean/max",
+            "untyped out", "doc bytes", "compiled bytes")  # fmt: skip
     print(" | ".join(head))
     for r in rows:
         print(" | ".join(str(x) for x in (
             r["document"], r["tools"],
             f"{r['tool_get_python']['mean']}/{r['tool_get_python']['max']} ({r['tool_get_python']['max_tool']})",
             f"{r['tool_get_schema']['mean']}/{r['tool_get_schema']['max']} ({r['tool_get_schema']['max_tool']})",
+            f"{r['python_above_schema']} tools",
             f"{r['invalid_arguments']['mean']}/{r['invalid_arguments']['max']} ({r['invalid_arguments']['max_tool']})",
             f"{r['untyped_output_fields']} of {r['output_fields']} in {r['tools_with_untyped_output_fields']} tools",
             r["document_bytes"], r["compiled_bytes"],

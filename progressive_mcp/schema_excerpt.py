@@ -25,7 +25,8 @@ QUOTE_TOKENS = 180  # what the excerpt's schemas may take together when it is no
 MIN_QUOTE_TOKENS = 40
 MAX_QUOTED = 3  # failing arguments quoted at most; the problems list names them all
 # An output schema in TOOL_GET's JSON-schema view: the breadth-first schema budget (issue 28) describes more of
-# each answer than the depth-first one did (Slack's views +29%); this holds them below what they were before.
+# each answer than the depth-first one did (Slack's views +29%); this holds them below what they were before. The
+# Python stubs give a tool's return types the same budget (calls/stubs.py), so neither view costs more than the other.
 OUTPUT_VIEW_TOKENS = 600
 NOTE = "Only the arguments in question; TOOL_GET gives the whole input schema."
 _MEMBER_LISTS = ("anyOf", "oneOf", "allOf")

@@ -4,7 +4,6 @@ filters, compiled catalogs, errors), on fixtures written here and on the real do
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,8 @@ from typing import Any
 import jsonschema
 import jsonschema_rs
 import pytest
+from real_documents import REAL as REAL_DOCUMENTS
+from real_documents import SHARED
 
 from progressive_mcp.calls.rest import rest_parts
 from progressive_mcp.catalog import _thaw
@@ -31,13 +32,7 @@ from progressive_mcp.sources.openapi import (
 FIXTURES = Path(__file__).parent / "fixtures" / "openapi"
 TASKS = FIXTURES / "tasks" / "openapi.yaml"
 SWAGGER = FIXTURES / "swagger2.json"
-SHARED = Path(os.environ.get("OPENAPI_DOCS_DIR", Path(__file__).resolve().parents[2] / "shared" / "openapi"))
-REAL = {
-    "spotify": SHARED / "spotify" / "openapi.yaml",
-    "slack": SHARED / "slack" / "swagger.json",
-    "openai": SHARED / "openai" / "openapi.yaml",
-    "digitalocean": SHARED / "digitalocean" / "specification" / "DigitalOcean-public.v2.yaml",
-}
+REAL = {name: REAL_DOCUMENTS[name] for name in ("spotify", "slack", "openai", "digitalocean")}
 # What the documents' README says each holds: (path, method) pairs under `paths`.
 REAL_OPERATIONS = {"spotify": 97, "slack": 174, "openai": 288, "digitalocean": 659}
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")

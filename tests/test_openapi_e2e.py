@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -24,6 +23,8 @@ import yaml
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from real_documents import REAL as REAL_DOCUMENTS
+from real_documents import SHARED
 
 from lambda_fn.handler import make_handler
 from lambda_fn.local import LocalServer
@@ -41,13 +42,7 @@ pytestmark = pytest.mark.slow  # end-to-end over the real OpenAPI documents
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "tests" / "fixtures" / "openapi" / "tasks" / "openapi.yaml"
 KEY = "tasks-token-0451"
-SHARED = Path(os.environ.get("OPENAPI_DOCS_DIR", ROOT.parent / "shared" / "openapi"))
-REAL = {
-    "spotify": SHARED / "spotify" / "openapi.yaml",
-    "slack": SHARED / "slack" / "swagger.json",
-    "openai": SHARED / "openai" / "openapi.yaml",
-    "digitalocean": SHARED / "digitalocean" / "specification" / "DigitalOcean-public.v2.yaml",
-}
+REAL = {name: REAL_DOCUMENTS[name] for name in ("spotify", "slack", "openai", "digitalocean")}
 
 
 @pytest.fixture

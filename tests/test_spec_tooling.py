@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from real_documents import REAL as REAL_DOCUMENTS
+from real_documents import SHARED
 
 from progressive_mcp.errors import SpecError
 from progressive_mcp.sources import load_catalog
@@ -22,15 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "openapi"
 TASKS = FIXTURES / "tasks" / "openapi.yaml"
 PAGERDUTY = FIXTURES / "pagerduty" / "openapi.yaml"
-SHARED = Path(os.environ.get("OPENAPI_DOCS_DIR", ROOT.parent / "shared" / "openapi"))
-REAL = [
-    SHARED / "spotify" / "openapi.yaml",
-    SHARED / "slack" / "swagger.json",
-    SHARED / "openai" / "openapi.yaml",
-    SHARED / "digitalocean" / "specification" / "DigitalOcean-public.v2.yaml",
-    SHARED / "stripe" / "spec3.json",
-    SHARED / "twilio" / "twilio_api_v2010.json",
-]
+REAL = list(REAL_DOCUMENTS.values())
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

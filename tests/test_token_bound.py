@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import random
 import string
 import urllib.request
@@ -25,6 +24,7 @@ from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 import pytest
+from real_documents import REAL as REAL_DOCUMENTS
 from test_sample_catalog import JSON_EVEN_AS_CSV, key_for, takes_csv, valid_arguments  # the catalog tests' helpers
 
 from progressive_mcp import tokens
@@ -283,14 +283,10 @@ def test_with_the_bound_results_still_fit_and_keep_most_of_what_an_exact_count_k
 # ---- every answer, every text shaping bounds, OpenAPI samples (bench/token_bound.py measures these) --------------
 
 BUDGET = 8000
-SHARED = Path(os.environ.get("OPENAPI_DOCS_DIR", ROOT.parent / "shared" / "openapi"))
 OPENAPI_DOCUMENTS = {
     "tasks (fixture)": ROOT / "tests" / "fixtures" / "openapi" / "tasks" / "openapi.yaml",
     "swagger2 (fixture)": ROOT / "tests" / "fixtures" / "openapi" / "swagger2.json",
-    "spotify": SHARED / "spotify" / "openapi.yaml",
-    "slack": SHARED / "slack" / "swagger.json",
-    "openai": SHARED / "openai" / "openapi.yaml",
-    "digitalocean": SHARED / "digitalocean" / "specification" / "DigitalOcean-public.v2.yaml",
+    **{name: REAL_DOCUMENTS[name] for name in ("spotify", "slack", "openai", "digitalocean")},
 }
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ import pytest
 from loopback import Recorded, recording_server
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from real_documents import REAL, SHARED
 
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.errors import ConfigError
@@ -32,8 +32,7 @@ from progressive_mcp.sources.compiled import loads
 from progressive_mcp.surfaces.surface import CallContext, Surface
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("OPENAPI_DOCS_DIR", ROOT.parent / "shared" / "openapi"))
-STRIPE = SHARED / "stripe" / "spec3.json"
+STRIPE = REAL["stripe"]
 PAGERDUTY = ROOT / "tests" / "fixtures" / "openapi" / "pagerduty" / "openapi.yaml"
 STRIPE_KEY = "sk_test_4eC39HqLyjWDarjtT1zdp7dc"
 PD_KEY = "y_NbAkKc66ryYTWUXYEu"

@@ -16,11 +16,12 @@ import hashlib
 import json
 import keyword
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from progressive_mcp.catalog import CatalogTool, Param, _thaw
+from progressive_mcp.schema_excerpt import OUTPUT_VIEW_TOKENS
 from progressive_mcp.tokens import fits_budget
 
 PARAM_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
@@ -33,7 +34,7 @@ DOC_CHARS = 160  # a docstring is one paragraph: the summary and the start of th
 # until it fits.
 STUB_TOKENS = 2_300
 MAX_TITLE_NAME = 40  # a schema's title names its class when it makes a name this short (not a sentence)
-DEPTHS = (None, 6, 4, 3, 2, 1, 0)  # nesting of types tried, from whole to the top level only
+DEPTHS = (0, 1, 2, 3, 4, 6, None)  # nesting of types tried, from the top level only to whole
 # Code mode always asks for JSON (what the return types describe); a script never chooses CSV.
 FORCED_JSON_PARAM = "datatype"
 
@@ -111,27 +112,47 @@ class _StubWriter:
     max_depth: int | None = None  # types nested deeper than this are `dict[str, Any]` / `list[Any]`
 
     def bounded_function(self, tool: CatalogTool) -> str:
-        """`function`, with its types nested only as deep as fits STUB_TOKENS (the types it adds included)."""
-        declarations, declared = len(self.declarations), dict(self._declared)
+        """The tool's function, its types nested only as deep as fits: the return type's declarations within what
+        the JSON-schema view allows the same output schema (OUTPUT_VIEW_TOKENS, so a stub costs no more than the
+        schema it replaces), then the whole stub, the types it adds included, within STUB_TOKENS."""
+        start = len(self.declarations)
+        output = _thaw(tool.output_schema) if tool.output_schema is not None else None
+        returns = self._deepest(lambda: self._returns(output, tool), OUTPUT_VIEW_TOKENS, len(self.declarations))
+        return self._deepest(lambda: self._signature(tool, returns), STUB_TOKENS, start)
+
+    def _deepest(self, make: Callable[[], str], budget: int, since: int) -> str:
+        """What `make` writes at the deepest nesting of DEPTHS whose text, after the declarations added since
+        `since`, fits `budget` tokens as JSON text (how TOOL_GET sends it); the top level only if none does. Tried
+        from the top level down, stopping at the first that does not fit (deeper only adds), so a large schema is
+        never written whole only to be thrown away."""
+        mark, declared = len(self.declarations), dict(self._declared)
+        best: tuple[str, list[str], dict[str, str]] | None = None
         for depth in DEPTHS:
             self.max_depth = depth
-            function = self.function(tool)
-            text = "\n".join([*self.declarations[declarations:], function])
-            if depth == DEPTHS[-1] or fits_budget(json.dumps(text, ensure_ascii=False), STUB_TOKENS):
-                break
-            del self.declarations[declarations:]  # too large: forget what this try declared, and go shallower
+            made = make()
+            text = "\n".join([*self.declarations[since:], made])
+            fits = fits_budget(json.dumps(text, ensure_ascii=False), budget)
+            if best is None or fits:
+                best = (made, self.declarations[mark:], dict(self._declared))
+            del self.declarations[mark:]  # forget what this try declared; the best one is put back below
             self._declared = dict(declared)
+            if not fits:
+                break
         self.max_depth = None
-        return function
+        assert best is not None
+        made, added, self._declared = best
+        self.declarations.extend(added)
+        return made
 
-    def function(self, tool: CatalogTool) -> str:
+    def _returns(self, schema: Mapping[str, Any] | None, tool: CatalogTool) -> str:
+        if schema is None:
+            return "Any"
+        return self._type(schema, _titled(schema, _camel(tool.name)), schema.get("$defs", {}))
+
+    def _signature(self, tool: CatalogTool, returns: str) -> str:
         params = [p for p in tool.params if not (p.name == FORCED_JSON_PARAM and forced_json(tool))]
         ordered = [p for p in params if p.required] + [p for p in params if not p.required]
         arguments = ", ".join(self._parameter(p, tool) for p in ordered)
-        returns = "Any"
-        if tool.output_schema is not None:
-            schema = _thaw(tool.output_schema)
-            returns = self._type(schema, _titled(schema, _camel(tool.name)), schema.get("$defs", {}))
         function = self.names.get(tool.name) or python_name(tool.name)
         signature = (
             f"async def {function}(*, {arguments}) -> {returns}:"
