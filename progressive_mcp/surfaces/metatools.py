@@ -43,10 +43,12 @@ DEFAULT_SEARCH_LIMIT = 2  # hits shown in detail unless `limit` says otherwise
 # cl100k's takes seconds, and the Lambda asset has none); the tokens that budget makes are measured instead
 # (`progressive-mcp eval`, docs/search.md). Chosen with bench/answer_shape.py on the tuning sets only (Last.fm,
 # Spotify dev, eval/tuning.jsonl): 1, 2, 3 and 5 detailed hits, 40-80 character summaries and budgets were tried.
-# Two hits and 800 characters show a grade-2 tool for 0.98 of Alpha Vantage's tuning queries at a median 196 tokens
-# (5 hits and no tail: 0.93 at 188) and 0.81 of the two others' at 184 (0.68 before); 900 characters: 0.987 at 224
-# and 0.82 at 202. More budget soon runs out of the engine's candidates rather than of characters.
-SEARCH_BUDGET_CHARS = 800
+# Re-measured after MiniLM's fusion (issue 29), with `progressive-mcp eval`'s `shown` on the same tuning sets only:
+# two hits and 800 characters showed a grade-2 tool for 0.98 of Alpha Vantage's tuning queries at a median 196 tokens
+# and 0.84 of the two others' at 188 (the fused ranking has the right tool among its first 20 far more often than
+# among its first 10); 1,200 characters (about twenty short lines): 0.987 at 301 and 0.89 at 279;
+# 1,600: 0.987 at 374 and 0.90 at 323. Past 1,200 the tail mostly runs out of right tools, not of characters.
+SEARCH_BUDGET_CHARS = 1200
 MAX_MORE = 20
 MORE_SUMMARY_CHARS = 40
 # Where the engine finds no confident match but its best tool still answers this share of the query on its own
