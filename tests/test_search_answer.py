@@ -24,6 +24,7 @@ from progressive_mcp.catalog import Catalog
 from progressive_mcp.sources import load_catalog
 from progressive_mcp.surfaces.metatools import (
     DEFAULT_SEARCH_LIMIT,
+    LOW_CONFIDENCE_SHARE,
     MAX_CANDIDATES,
     MAX_MORE,
     MORE_SUMMARY_CHARS,
@@ -216,3 +217,27 @@ def test_one_answer_names_twenty_tools_when_their_lines_are_short(tmp_path: Path
     assert sorted(named) == sorted(f"listWidgets{n:02d}" for n in range(20))
     text = json.dumps(answer)
     assert len(text) <= SEARCH_BUDGET_CHARS and count_tokens(text) <= ANSWER_TOKENS
+
+
+@pytest.mark.parametrize(
+    ("query", "tool"),
+    [("who is trending in Japan", "geo.getTopArtists"), ("musicians akin to Bjork", "artist.getSimilar")],
+)
+def test_a_query_minilm_finds_near_the_catalog_gets_candidates_not_nothing(
+    lastfm: Catalog, query: str, tool: str
+) -> None:
+    """No word (or too little) in common with any tool, so the lexical engine finds no confident match and its best
+    tool answers under LOW_CONFIDENCE_SHARE of the query; but MiniLM puts a tool closer to it than any everyday
+    request comes to this catalog: the closest tools (lexical and MiniLM fused) come as low-confidence candidates."""
+    from progressive_mcp.search import embedder
+
+    meta = MetaTools(lastfm, semantic=True)
+    if meta.index._fusion is None or not embedder.available():
+        pytest.skip("the semantic extra is not installed")
+    ranking = meta.index.rank(query, limit=MAX_CANDIDATES)
+    assert ranking.off_topic and ranking.relative < LOW_CONFIDENCE_SHARE and ranking.near
+    answer = meta.tool_search({"query": query})
+    assert answer["results"] == [] and "low-confidence" in answer["hint"]
+    assert tool in tail_names(answer["candidates"])
+    lexical = MetaTools(lastfm, semantic=False).tool_search({"query": query})  # the engine alone: nothing fits
+    assert lexical["results"] == [] and "candidates" not in lexical
