@@ -49,6 +49,10 @@ DEFAULT_SEARCH_LIMIT = 2  # hits shown in detail unless `limit` says otherwise
 # among its first 10); 1,200 characters (about twenty short lines): 0.987 at 301 and 0.89 at 279;
 # 1,600: 0.987 at 374 and 0.90 at 323. Past 1,200 the tail mostly runs out of right tools, not of characters.
 SEARCH_BUDGET_CHARS = 1200
+# Code mode keeps the tail's earlier budget: a script's searches name their tools, and at 1,000 characters and more
+# the data-heavy 20-day SMA task's code-mode flow goes over DESIGN.md's 10% of the progressive flow's tokens
+# (`progressive-mcp tokens`: 9.8% at 800, 10.2% at 1,000, 10.6% at 1,200).
+CODE_SEARCH_BUDGET_CHARS = 800
 MAX_MORE = 20
 MORE_SUMMARY_CHARS = 40
 # Where the engine finds no confident match but its best tool still answers this share of the query on its own
@@ -316,7 +320,8 @@ class MetaTools:
             "categories": groups,
         }
 
-    def tool_search(self, args: dict[str, Any]) -> dict[str, Any]:
+    def tool_search(self, args: dict[str, Any], *, budget: int = SEARCH_BUDGET_CHARS) -> dict[str, Any]:
+        """`budget`: the answer's characters, tail included (code mode's is CODE_SEARCH_BUDGET_CHARS)."""
         self._only(TOOL_SEARCH, args, {"query", "limit", "category", "schemas"})
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
@@ -347,7 +352,7 @@ class MetaTools:
         if hits:
             shown = {h.name for h in hits}
             tail = [h for h in self.index.hits(ranking, limit + MAX_MORE, cut=False) if h.name not in shown]
-            more = self._lines(tail, SEARCH_BUDGET_CHARS - spent, MAX_MORE)
+            more = self._lines(tail, budget - spent, MAX_MORE)
             if more:
                 result["more"] = more
         else:
@@ -358,7 +363,7 @@ class MetaTools:
             )
             if closest:
                 result["hint"] = LOW_CONFIDENCE_HINT
-                result["candidates"] = self._lines(closest, SEARCH_BUDGET_CHARS - spent, MAX_CANDIDATES)
+                result["candidates"] = self._lines(closest, budget - spent, MAX_CANDIDATES)
             else:
                 result["hint"] = NOTHING_FITS_HINT
             result["categories"] = {n: self.catalog.categories[n] for n in self._category_names(None)}
@@ -395,7 +400,7 @@ class MetaTools:
 
     def tool_search_code(self, args: dict[str, Any]) -> dict[str, Any]:
         """TOOL_SEARCH in code mode: `schemas: true` attaches Python stubs instead of input schemas."""
-        result = self.tool_search(args)
+        result = self.tool_search(args, budget=CODE_SEARCH_BUDGET_CHARS)
         for entry in result["results"]:
             if entry.pop("inputSchema", None) is not None:
                 entry["stub"] = tool_stubs([self.lookup(entry["name"])], self.python_names)
