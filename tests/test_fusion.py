@@ -294,3 +294,20 @@ def test_the_handlers_cold_import_loads_no_model(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_near_means_closer_to_a_tool_than_any_everyday_request_comes(lastfm: Catalog) -> None:
+    """The bar is the highest cosine an everyday request reaches on any tool of this catalog, computed once; a query
+    is near when its closest tool is at least that close (the letter model stands in for MiniLM)."""
+    from progressive_mcp.search.semantic import everyday_requests
+
+    model = LetterModel()
+    tools = lastfm.tools
+    signal = fusion.SemanticFusion(
+        tools,
+        vectors=vectors.ToolVectors(tools, cache=vectors.VectorCache(), embed=model.embed),
+        embed_query=model.query,
+    )
+    assert signal.near(vectors.document(tools[3]))  # a tool's own document: cosine 1
+    assert not signal.near("zzzz qqqq xxxx")
+    assert len(model.texts) == len(tools) + len(everyday_requests()) + 2  # the bar's requests embedded once

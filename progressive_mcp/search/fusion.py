@@ -51,6 +51,7 @@ class SemanticFusion:
         self._embed_query = embed_query or providers.active().embed_query
         self._broken = False
         self._lock = threading.Lock()
+        self._bar: float | None = None
 
     def ranking(self, query: str, depth: int, leave_out: Collection[int] = ()) -> list[int] | None:
         """The `depth` tools closest to the query, best first (ties to the lower index), none of `leave_out`;
@@ -83,6 +84,35 @@ class SemanticFusion:
                 if len(kept) == depth:
                     break
         return kept
+
+    def near(self, query: str) -> bool:
+        """Whether the query's closest tool is closer than any everyday request (`semantic.everyday_requests`:
+        cooking, weather, homework ...) comes to any tool: a query the lexical engine rejects but that is still
+        about this catalog, calibrated per catalog without labels. The bar is computed once, on first use."""
+        if self._broken:
+            return False
+        import numpy as np
+
+        try:
+            matrix = self._vectors.matrix()
+            if not len(matrix):
+                return False
+            with self._lock:
+                if self._bar is None:
+                    from progressive_mcp.search.semantic import everyday_requests
+
+                    texts = everyday_requests()
+                    # One batch from the shared model; an injected query embedder (tests) is asked text by text.
+                    anchors = (
+                        embedder.embed(texts)
+                        if self._embed_query is embedder.embed_query
+                        else np.stack([self._embed_query(text) for text in texts])
+                    )
+                    self._bar = float(np.einsum("ij,kj->ik", anchors, matrix).max())
+            best = float(np.einsum("ij,j->i", matrix, self._embed_query(query)).max())
+        except (ImportError, OSError, ValueError, RuntimeError):
+            return False
+        return best >= self._bar
 
     def fuse(
         self, query: str, lexical: Sequence[tuple[int, float]], leave_out: Collection[int] = ()

@@ -156,6 +156,9 @@ class Ranking:
     off_topic: str | None
     semantic: bool = False  # the lexical engine left it unanswered; `scores` are the semantic rescue's cosines
     fused: bool = False  # `scores` are the lexical and MiniLM rankings fused (`fusion.SemanticFusion`): shares
+    # Judged off-topic for its words, yet MiniLM puts a tool closer to it than any everyday request comes
+    # (`fusion.SemanticFusion.near`): its closest tools are worth showing as low-confidence candidates.
+    near: bool = False
 
 
 # --- text to terms ---------------------------------------------------------------------------------------------
@@ -686,7 +689,7 @@ class SearchIndex:
             return self._fused(
                 query,
                 self._second_opinion(
-                    query, Ranking(analysis, [], 0.0, 0.0, 0.0, "no tool shares a word with it"), excluded, categories
+                    query, Ranking(analysis, [], 0.0, 0.0, 0.0, _NO_SHARED_WORD), excluded, categories
                 ),
                 excluded,
                 categories,
@@ -703,7 +706,7 @@ class SearchIndex:
                 covered += min(reached / (concept.mass * MATCH_QUALITY), 1.0) * concept.mass
         coverage, relative = covered / total, top[0][1] / total
         confidence = (coverage + min(relative, 1.0)) / 2
-        reason = "the best tools leave too much of it unanswered" if confidence < MIN_CONFIDENCE else None
+        reason = _UNANSWERED if confidence < MIN_CONFIDENCE else None
         ranking = Ranking(analysis, top, coverage, relative, confidence, reason)
         if reason:
             ranking = self._second_opinion(query, ranking, excluded, categories)
@@ -731,9 +734,16 @@ class SearchIndex:
     def _fused(
         self, query: str, ranking: Ranking, excluded: frozenset[int], categories: frozenset[str] | None
     ) -> Ranking:
-        """An answered ranking merged with MiniLM's (`fusion.SemanticFusion`); else the ranking unchanged."""
-        if self._fusion is None or ranking.off_topic is not None:
+        """A ranking merged with MiniLM's (`fusion.SemanticFusion`): an answered one, and one judged off-topic for
+        its words (not its shape) that MiniLM finds near the catalog (`Ranking.near`), which stays off-topic; else
+        the ranking unchanged."""
+        if self._fusion is None:
             return ranking
+        near = False
+        if ranking.off_topic is not None:
+            if ranking.off_topic not in _LEXICAL_REASONS or not self._fusion.near(query):
+                return ranking
+            near = True
         leave_out: frozenset[int] | set[int] = excluded
         if categories:
             leave_out = set(excluded) | {i for i, tool in enumerate(self._tools) if tool.category not in categories}
@@ -741,7 +751,7 @@ class SearchIndex:
         if not fused:
             return ranking
         a = ranking
-        return Ranking(a.analysis, fused, a.coverage, a.relative, a.confidence, None, a.semantic, fused=True)
+        return Ranking(a.analysis, fused, a.coverage, a.relative, a.confidence, a.off_topic, a.semantic, True, near)
 
     # --- reading a query ------------------------------------------------------------------------------------
 
@@ -1092,6 +1102,10 @@ def _asks_for_other(tokens: list[Token]) -> str | None:
 
 
 _EXPLANATION = "asks for an explanation, which no data tool gives"
+# Why a query is off-topic for its words alone, as opposed to its shape (a request to act, to explain, to chat).
+_NO_SHARED_WORD = "no tool shares a word with it"
+_UNANSWERED = "the best tools leave too much of it unanswered"
+_LEXICAL_REASONS = frozenset({_NO_SHARED_WORD, _UNANSWERED})
 _POLITE_OPENERS = frozenset({"please", "hey", "hi", "hello", "so", "ok", "okay", "um"})
 _FEW_CANDIDATES = 4  # below this many times the tools a ranking keeps, scoring them all is as quick as skipping some
 _POLITE = frozenset({"please", "help", "me", "can", "could", "would", "you", "kindly", "i", "want", "to", "need"})

@@ -43,10 +43,16 @@ DEFAULT_SEARCH_LIMIT = 2  # hits shown in detail unless `limit` says otherwise
 # cl100k's takes seconds, and the Lambda asset has none); the tokens that budget makes are measured instead
 # (`progressive-mcp eval`, docs/search.md). Chosen with bench/answer_shape.py on the tuning sets only (Last.fm,
 # Spotify dev, eval/tuning.jsonl): 1, 2, 3 and 5 detailed hits, 40-80 character summaries and budgets were tried.
-# Two hits and 800 characters show a grade-2 tool for 0.98 of Alpha Vantage's tuning queries at a median 196 tokens
-# (5 hits and no tail: 0.93 at 188) and 0.81 of the two others' at 184 (0.68 before); 900 characters: 0.987 at 224
-# and 0.82 at 202. More budget soon runs out of the engine's candidates rather than of characters.
-SEARCH_BUDGET_CHARS = 800
+# Re-measured after MiniLM's fusion (issue 29), with `progressive-mcp eval`'s `shown` on the same tuning sets only:
+# two hits and 800 characters showed a grade-2 tool for 0.98 of Alpha Vantage's tuning queries at a median 196 tokens
+# and 0.84 of the two others' at 188 (the fused ranking has the right tool among its first 20 far more often than
+# among its first 10); 1,200 characters (about twenty short lines): 0.987 at 301 and 0.89 at 279;
+# 1,600: 0.987 at 374 and 0.90 at 323. Past 1,200 the tail mostly runs out of right tools, not of characters.
+SEARCH_BUDGET_CHARS = 1200
+# Code mode keeps the tail's earlier budget: a script's searches name their tools, and at 1,000 characters and more
+# the data-heavy 20-day SMA task's code-mode flow goes over DESIGN.md's 10% of the progressive flow's tokens
+# (`progressive-mcp tokens`: 9.8% at 800, 10.2% at 1,000, 10.6% at 1,200).
+CODE_SEARCH_BUDGET_CHARS = 800
 MAX_MORE = 20
 MORE_SUMMARY_CHARS = 40
 # Where the engine finds no confident match but its best tool still answers this share of the query on its own
@@ -55,7 +61,11 @@ MORE_SUMMARY_CHARS = 40
 # match see their tool among the candidates and 26 of 89 such negatives get candidates; the no-match rule's own
 # `Ranking.confidence` at 0.3 gives 11 and 45 (a broad catalog's common words cover off-topic questions together).
 LOW_CONFIDENCE_SHARE = 0.3
-MAX_CANDIDATES = 8
+# Also where MiniLM finds the query nearer the catalog than any everyday request (`Ranking.near`); then the candidates
+# are the lexical and MiniLM rankings fused. Issue 29, on the tuning sets only: Last.fm's 34 positives without a
+# confident match see their grade-2 tool among the candidates 20 times (4 before: lexical, 8 lines, share alone), 14
+# of its 31 such negatives get candidates (8 before); Spotify dev's 3 and 9 are unchanged (1 and 3).
+MAX_CANDIDATES = 20
 NO_CONFIDENT_MATCH = "No confident match."
 LOW_CONFIDENCE_HINT = (
     f"{NO_CONFIDENT_MATCH} The candidates are the closest tools, low-confidence: TOOL_GET one if it fits, "
@@ -310,7 +320,8 @@ class MetaTools:
             "categories": groups,
         }
 
-    def tool_search(self, args: dict[str, Any]) -> dict[str, Any]:
+    def tool_search(self, args: dict[str, Any], *, budget: int = SEARCH_BUDGET_CHARS) -> dict[str, Any]:
+        """`budget`: the answer's characters, tail included (code mode's is CODE_SEARCH_BUDGET_CHARS)."""
         self._only(TOOL_SEARCH, args, {"query", "limit", "category", "schemas"})
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
@@ -341,16 +352,18 @@ class MetaTools:
         if hits:
             shown = {h.name for h in hits}
             tail = [h for h in self.index.hits(ranking, limit + MAX_MORE, cut=False) if h.name not in shown]
-            more = self._lines(tail, SEARCH_BUDGET_CHARS - spent, MAX_MORE)
+            more = self._lines(tail, budget - spent, MAX_MORE)
             if more:
                 result["more"] = more
         else:
             closest = (
-                self.index.hits(ranking, MAX_CANDIDATES, cut=False) if ranking.relative >= LOW_CONFIDENCE_SHARE else []
+                self.index.hits(ranking, MAX_CANDIDATES, cut=False)
+                if ranking.relative >= LOW_CONFIDENCE_SHARE or ranking.near
+                else []
             )
             if closest:
                 result["hint"] = LOW_CONFIDENCE_HINT
-                result["candidates"] = self._lines(closest, SEARCH_BUDGET_CHARS - spent, MAX_CANDIDATES)
+                result["candidates"] = self._lines(closest, budget - spent, MAX_CANDIDATES)
             else:
                 result["hint"] = NOTHING_FITS_HINT
             result["categories"] = {n: self.catalog.categories[n] for n in self._category_names(None)}
@@ -387,7 +400,7 @@ class MetaTools:
 
     def tool_search_code(self, args: dict[str, Any]) -> dict[str, Any]:
         """TOOL_SEARCH in code mode: `schemas: true` attaches Python stubs instead of input schemas."""
-        result = self.tool_search(args)
+        result = self.tool_search(args, budget=CODE_SEARCH_BUDGET_CHARS)
         for entry in result["results"]:
             if entry.pop("inputSchema", None) is not None:
                 entry["stub"] = tool_stubs([self.lookup(entry["name"])], self.python_names)
