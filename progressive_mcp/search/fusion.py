@@ -48,7 +48,13 @@ class SemanticFusion:
         embed_query: Callable[[str], NDArray[np.float32]] | None = None,
     ) -> None:
         self._vectors = vectors or ToolVectors(tools)
-        self._embed_query = embed_query or providers.active().embed_query
+        provider = providers.active()
+        self._embed_query = embed_query or provider.embed_query
+        # `near`'s anchors in one batch from the provider the tool vectors come from; an injected query embedder
+        # (tests) is asked text by text.
+        self._embed_batch: Callable[[Sequence[str]], NDArray[np.float32]] | None = (
+            provider.embed if embed_query is None else None
+        )
         self._broken = False
         self._lock = threading.Lock()
         self._bar: float | None = None
@@ -102,15 +108,14 @@ class SemanticFusion:
                     from progressive_mcp.search.semantic import everyday_requests
 
                     texts = everyday_requests()
-                    # One batch from the shared model; an injected query embedder (tests) is asked text by text.
                     anchors = (
-                        embedder.embed(texts)
-                        if self._embed_query is embedder.embed_query
+                        self._embed_batch(texts)
+                        if self._embed_batch is not None
                         else np.stack([self._embed_query(text) for text in texts])
                     )
                     self._bar = float(np.einsum("ij,kj->ik", anchors, matrix).max())
             best = float(np.einsum("ij,j->i", matrix, self._embed_query(query)).max())
-        except (ImportError, OSError, ValueError, RuntimeError):
+        except (EmbeddingProviderError, ImportError, OSError, ValueError, RuntimeError):
             return False
         return best >= self._bar
 
