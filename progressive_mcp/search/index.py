@@ -538,6 +538,7 @@ class SearchIndex:
         if semantic is None:
             semantic = semantic_enabled()
         uncurated = vocabulary.unknown_weight is None
+        self.curated = not uncurated  # a vocabulary that decides unknown words itself (Alpha Vantage's)
         self._semantic = SemanticRescue(self._tools, self._words) if semantic and uncurated and self._tools else None
         # MiniLM's ranking, fused into every answer, under the same conditions; built (not loaded) here.
         self._fusion = (
