@@ -97,6 +97,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The tests of a module that use one of its module-scoped fixtures (a server, synthesized stacks, a built
     Lambda asset) run on one worker: split over two, each would make the fixture, paying for it twice. A test with
     an `xdist_group` of its own (one real document's cases) keeps it; the rest are dealt out one by one."""
+    if not config.pluginmanager.hasplugin("xdist"):  # `-p no:xdist`: one process, and no such mark
+        return
     for item in items:
         if item.get_closest_marker("xdist_group") is None and _uses_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
