@@ -15,13 +15,15 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 from progressive_mcp.errors import UnknownTool
 from progressive_mcp.search.vocabulary import EMPTY, Vocabulary
+
+T = TypeVar("T")
 
 TOOL_ANNOTATIONS: Mapping[str, bool] = MappingProxyType(
     {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": True}
@@ -237,6 +239,7 @@ class Catalog:
     _by_folded_name: Mapping[str, CatalogTool] = field(default_factory=dict, repr=False, compare=False)
     _validators: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _validators_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _derived: dict[Hashable, Any] = field(default_factory=dict, repr=False, compare=False)  # see `derived`
 
     @classmethod
     def build(
@@ -299,6 +302,16 @@ class Catalog:
                     validator = jsonschema_rs.Draft202012Validator(_thaw(tool.input_schema))
                     self._validators[tool.name] = validator
         return validator
+
+    def derived(self, key: Hashable, make: Callable[[], T]) -> T:
+        """What `make` builds from this catalog alone (a search index), built by the first caller of `key` and kept
+        for the others: the catalog never changes, so neither does anything made of it alone."""
+        try:
+            return cast(T, self._derived[key])
+        except KeyError:
+            made = make()
+            with self._validators_lock:
+                return cast(T, self._derived.setdefault(key, made))
 
 
 SPELLING_CUTOFF = 0.6  # difflib's own default for get_close_matches

@@ -90,3 +90,22 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
             "or `spawns` if it is the one test of its path that make test keeps (docs/development.md)",
             pytrace=False,
         )
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the groups into node ids (--dist loadgroup)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests of a module that use one of its module-scoped fixtures (a server, synthesized stacks, a built
+    Lambda asset) run on one worker: split over two, each would make the fixture, paying for it twice. A test with
+    an `xdist_group` of its own (one real document's cases) keeps it; the rest are dealt out one by one."""
+    if not config.pluginmanager.hasplugin("xdist"):  # `-p no:xdist`: one process, and no such mark
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and _uses_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def _uses_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values())

@@ -614,3 +614,14 @@ def test_the_default_asset_leaves_the_sdk_out(host_asset: Path) -> None:
     assert not (host_asset / "mcp").exists()
     requirements = AssetInputs(root=ROOT, spec=SPEC, target=BundleTarget.host()).requirements()
     assert not [r for r in requirements if r.startswith("mcp=")]
+
+
+@pytest.mark.spawns  # compiles the spec as the bundler does, in a process of its own
+def test_the_assets_catalog_carries_no_vectors_it_could_not_use(tmp_path: Path) -> None:
+    """The asset has no semantic extra (no MiniLM to embed a query), so stored tool vectors would be dead weight,
+    and embedding them cost every asset build ~8 CPU-seconds."""
+    destination = tmp_path / "spec" / "alphavantage.json"
+    bundling._compile_spec(AssetInputs(root=ROOT, spec=SPEC, target=BundleTarget.host()), destination)
+    compiled = json.loads(destination.read_text(encoding="utf-8"))
+    assert compiled["progressive_mcp_catalog"] and len(compiled["tools"]) == 128
+    assert "vectors" not in compiled

@@ -150,3 +150,38 @@ def test_a_sweep_keeps_the_first_case_of_each_kind_in_make_test() -> None:
     assert kept == ["SMA", "GLOBAL_QUOTE"]  # the first of "no kind" (None) and the first of "stocks"
     marked = [(p.values[0], [m.name for m in p.marks]) for p in params if hasattr(p, "marks")]
     assert marked == [("EMA", ["slow"]), ("RSI", ["slow"]), ("OVERVIEW", ["slow"])]
+
+
+def test_the_tests_of_a_module_fixture_run_on_one_worker(pytester: pytest.Pytester) -> None:
+    """A module-scoped fixture is made once per worker that runs one of its tests: those tests share a group."""
+    pytester.makeconftest((TESTS / "conftest.py").read_text())
+    pytester.makepyfile(
+        test_shared="""
+import pytest
+
+@pytest.fixture(scope="module")
+def server():
+    return "one server for the module"
+
+@pytest.fixture
+def plain():
+    return 1
+
+def test_one(server): pass
+
+def test_two(server, plain): pass
+
+def test_alone(plain): pass
+
+@pytest.mark.xdist_group("a document")
+def test_own_group(server): pass
+"""
+    )
+    items, _ = pytester.inline_genitems("-p", "no:cacheprovider")
+    groups = {item.name: [m.args[0] for m in item.iter_markers("xdist_group")] for item in items}
+    assert groups == {
+        "test_one": ["test_shared.py"],
+        "test_two": ["test_shared.py"],
+        "test_alone": [],
+        "test_own_group": ["a document"],
+    }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import jsonschema_rs
@@ -587,3 +588,17 @@ def test_a_local_key_that_cannot_be_a_secret_is_refused_at_start(catalog: Catalo
     with pytest.raises(ConfigError, match="ALPHAVANTAGE_API_KEY is 1 characters long"):
         Surface(catalog).default_context(settings, {"ALPHAVANTAGE_API_KEY": "k"})
     assert Surface(catalog).default_context(settings, {"ALPHAVANTAGE_API_KEY": "demo"}).api_key == "demo"
+
+
+def test_surfaces_over_one_catalog_share_its_search_index(catalog: Catalog) -> None:
+    """An index is read-only once built: every Surface (each Endpoint, each test) over the same catalog, category
+    filter and semantic switch uses the one the first built, instead of building its own."""
+    first = Surface(catalog, semantic=False)
+    assert Surface(catalog, semantic=False).meta.index is first.meta.index
+    assert Surface(catalog, mode="code", semantic=False).meta.index is first.meta.index
+    assert Surface(catalog, semantic=True).meta.index is not first.meta.index
+    forex = frozenset({"forex"})
+    narrow = Surface(catalog, categories=forex, semantic=False).meta.index
+    assert narrow is not first.meta.index and narrow is Surface(catalog, categories=forex, semantic=False).meta.index
+    other = load_catalog(Path(__file__).parent / "fixtures" / "lastfm" / "lastfm.yaml")
+    assert Surface(other, semantic=False).meta.index is not first.meta.index

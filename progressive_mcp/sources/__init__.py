@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.errors import SpecError
+from progressive_mcp.sources.loaded import LOADED, note_read, recording
 
 if TYPE_CHECKING:
     from progressive_mcp.sources.openapi import OpenApiReport
@@ -59,16 +60,32 @@ def load_catalog_with_report(
     exclude: Terms = None,
     vocabulary: str | Path | None = None,
 ) -> tuple[Catalog, OpenApiReport | None]:
-    """`load_catalog`, and for an OpenAPI document what the load made of it (operations, skipped, notes)."""
-    catalog, report = _load(Path(path or default_spec_path()), include, exclude)
-    if vocabulary is not None:
-        from progressive_mcp.sources.spec import read_vocabulary
+    """`load_catalog`, and for an OpenAPI document what the load made of it (operations, skipped, notes).
 
-        catalog = Catalog.build(catalog.api, catalog.categories, catalog.tools, read_vocabulary(vocabulary))
-    return catalog, report
+    A file loaded before in this process, with the same filters, is not parsed again while every file that load
+    read is unchanged (`sources.loaded`): the catalog is shared (it is immutable), the report is a copy."""
+    path = Path(path or default_spec_path())
+    include, exclude = _terms(include), _terms(exclude)
+    key = (str(path), path.resolve(), include, exclude, None if vocabulary is None else Path(vocabulary).resolve())
+    hit = LOADED.get(key)
+    if hit is not None:
+        return hit
+    with recording() as reads:
+        catalog, report, kind = _load(path, include, exclude)
+        if vocabulary is not None:
+            from progressive_mcp.sources.spec import read_vocabulary
+
+            catalog = Catalog.build(catalog.api, catalog.categories, catalog.tools, read_vocabulary(vocabulary))
+    # A compiled catalog is not kept: it loads quickly, and each load offers its stored vectors (sources.compiled).
+    return LOADED.put(key, catalog, report, reads if kind != "compiled" else {})
 
 
-def _load(path: Path, include: Terms, exclude: Terms) -> tuple[Catalog, OpenApiReport | None]:
+def _terms(terms: Terms) -> str | tuple[str, ...] | None:
+    """Filter terms in a form that can key the loaded catalogs (an iterable is read once, here)."""
+    return terms if terms is None or isinstance(terms, str) else tuple(terms)
+
+
+def _load(path: Path, include: Terms, exclude: Terms) -> tuple[Catalog, OpenApiReport | None, str]:
     kind, data = _sniff(path)
     if kind == "openapi":
         from progressive_mcp.sources.filters import Filter
@@ -76,10 +93,11 @@ def _load(path: Path, include: Terms, exclude: Terms) -> tuple[Catalog, OpenApiR
 
         incl, excl = Filter.parse(include), Filter.parse(exclude)
         if data is not None:
-            return build_openapi_catalog(data, path.resolve(), include=incl, exclude=excl, source=str(path))
+            catalog, report = build_openapi_catalog(data, path.resolve(), include=incl, exclude=excl, source=str(path))
+            return catalog, report, kind
         from progressive_mcp.sources.openapi import load_openapi
 
-        return load_openapi(path, include=incl, exclude=excl)
+        return *load_openapi(path, include=incl, exclude=excl), kind
     if kind == "compiled":
         from progressive_mcp.sources.compiled import from_data
 
@@ -88,7 +106,7 @@ def _load(path: Path, include: Terms, exclude: Terms) -> tuple[Catalog, OpenApiR
         from progressive_mcp.sources.spec import build_catalog, load_spec
 
         catalog = build_catalog(load_spec(path))
-    return filter_catalog(catalog, include, exclude, source=str(path)), None
+    return filter_catalog(catalog, include, exclude, source=str(path)), None, kind
 
 
 def _sniff(path: Path) -> tuple[str, object]:
@@ -100,6 +118,7 @@ def _sniff(path: Path) -> tuple[str, object]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return "spec", None  # the spec loader says what is wrong with it
+    note_read(path, text)
     stripped = text.lstrip()
     if not stripped.startswith("{"):
         return ("openapi" if _YAML_OPENAPI.search(text) else "spec"), None

@@ -61,6 +61,7 @@ from progressive_mcp.catalog import (
 from progressive_mcp.errors import SpecError
 from progressive_mcp.sources.bounded_yaml import AliasExpansionError, BoundedAliases
 from progressive_mcp.sources.filters import Filter, keep, slug, unknown_tag_help
+from progressive_mcp.sources.loaded import note_read
 
 UPSTREAM_KEY_ENV = "PMCP_UPSTREAM_KEY"
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -185,7 +186,9 @@ class _Documents:
             raise _Problem(f"{path.relative_to(self.root)} does not exist")
         if path.stat().st_size > MAX_FILE_BYTES:
             raise _Problem(f"{path.name} is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB")
-        data = parse_text(path.read_text(encoding="utf-8"), path.name)
+        text = path.read_text(encoding="utf-8")
+        note_read(path, text)  # a catalog loaded from it is reused only while this text is unchanged
+        data = parse_text(text, path.name)
         self.files[uri] = data
         return data
 
@@ -1466,7 +1469,9 @@ def load_openapi(
     try:
         if file.stat().st_size > MAX_FILE_BYTES:
             raise SpecError(source, [f"the document is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB"])
-        document = parse_text(file.read_text(encoding="utf-8"), file.name)
+        text = file.read_text(encoding="utf-8")
+        note_read(file, text)  # a catalog loaded from it is reused only while this text is unchanged
+        document = parse_text(text, file.name)
     except OSError as exc:
         raise SpecError(source, [f"cannot read the document: {exc.strerror or exc}"]) from None
     except _Problem as exc:

@@ -37,6 +37,7 @@ from progressive_mcp.catalog import (
 from progressive_mcp.errors import SpecError
 from progressive_mcp.search.vocabulary import EMPTY, Vocabulary
 from progressive_mcp.sources.bounded_yaml import AliasExpansionError, BoundedAliases
+from progressive_mcp.sources.loaded import note_read
 
 ParamType = Literal["string", "integer", "number", "boolean"]
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -396,11 +397,13 @@ def load_spec(path: str | Path) -> Spec:
 def _read_text(path: Path, what: str) -> str:
     """A file's UTF-8 text; a SpecError says why it cannot be read (`what`: how the message names the file)."""
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(str(path), [f"cannot read {what}: {exc.strerror or exc}"]) from None
     except UnicodeDecodeError as exc:
         raise SpecError(str(path), [f"the file is not UTF-8 text: {exc.reason} at byte {exc.start}"]) from None
+    note_read(path, text)  # a catalog loaded from it is reused only while this text is unchanged
+    return text
 
 
 def parse_spec(text: str, *, source: str = "<spec>", folder: Path | None = None) -> Spec:
