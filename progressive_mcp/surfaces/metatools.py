@@ -27,6 +27,7 @@ from progressive_mcp.calls.stubs import python_names, tool_stubs
 from progressive_mcp.catalog import TOOL_ANNOTATIONS, Catalog, CatalogTool, _thaw, closest_names
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool, clip
 from progressive_mcp.schema_excerpt import output_view
+from progressive_mcp.search import providers
 from progressive_mcp.search.index import Hit, SearchIndex
 from progressive_mcp.search.semantic import semantic_enabled
 from progressive_mcp.tokens import dumps
@@ -244,8 +245,9 @@ def _shared_index(catalog: Catalog, categories: frozenset[str] | None, semantic:
     rest: an index is read-only once built, and each Surface or Endpoint over a catalog built its own (~0.1 CPU-s
     for the bundled spec, more for a big document)."""
     on = semantic_enabled() if semantic is None else semantic
+    # The embedding provider is an input too (PMCP_EMBEDDINGS, `providers.use`): its vectors fuse into the ranking.
     return catalog.derived(
-        ("search index", categories, on),
+        ("search index", categories, on, id(providers.active())),
         lambda: SearchIndex(
             catalog.in_categories(categories), catalog.vocabulary, categories=catalog.categories, semantic=on
         ),
