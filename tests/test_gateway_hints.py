@@ -80,7 +80,7 @@ def test_a_gateway_keeps_hints_within_bounds_and_hashes_them() -> None:
     assert "_meta" not in tool.definition()  # what an agent is shown (TOOL_GET, direct mode) carries none
 
 
-@pytest.mark.parametrize("semantic", [False, True], ids=["lexical", "semantic"])
+@pytest.mark.parametrize("semantic", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["lexical", "semantic"])
 def test_a_nested_servers_tools_rank_with_their_hints(direct: Surface, semantic: bool) -> None:
     config = parse_servers({"mcpServers": {"alphavantage": {"command": "x"}}}, "servers.json", {})
 

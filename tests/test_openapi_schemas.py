@@ -385,13 +385,14 @@ def assert_argument_errors_are_capped(name: str) -> None:
 
 
 @needs_shared
-def test_a_wrong_value_costs_at_most_400_tokens_for_every_stripe_tool() -> None:
-    assert_argument_errors_are_capped("stripe")
+def test_a_wrong_value_costs_at_most_400_tokens_for_every_twilio_tool() -> None:
+    """One document in make test (Twilio's: Stripe's 417 tools cost ~40 CPU-s); every other one in test-slow."""
+    assert_argument_errors_are_capped("twilio")
 
 
 @needs_shared
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["spotify", "slack", "openai", "digitalocean", "twilio"])
+@pytest.mark.parametrize("name", ["spotify", "slack", "openai", "digitalocean", "stripe"])
 def test_a_wrong_value_costs_at_most_400_tokens_for_every_tool_of_every_document(name: str) -> None:
     assert_argument_errors_are_capped(name)
 

@@ -546,7 +546,10 @@ def test_the_cli_refuses_a_malformed_policy_at_start(tmp_path: Path) -> None:
 # --- the mechanism on every real document ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("document", sorted(REAL))
+# Spotify's in make test, the rest in test-slow (Stripe's alone costs ~11 CPU-s).
+@pytest.mark.parametrize(
+    "document", [d if d == "spotify" else pytest.param(d, marks=pytest.mark.slow) for d in sorted(REAL)]
+)
 def test_read_only_and_deny_on_every_real_document(document: str) -> None:
     """read_only keeps exactly the tools with readOnlyHint; a deny pattern hides its tools; no kept tool's text
     names a hidden one."""

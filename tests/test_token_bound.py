@@ -301,13 +301,16 @@ class Answer(NamedTuple):
     format: str
 
 
-def upstream_answers(url: str) -> list[Answer]:
-    """Every function of the catalog from the sample upstream at `url`, with typical valid arguments, and as CSV
-    where the function offers it."""
+def upstream_answers(url: str, *, one_per_category: bool = False) -> list[Answer]:
+    """Every function of the catalog (or the first of each category) from the sample upstream at `url`, with
+    typical valid arguments, and as CSV where the function offers it."""
     catalog = load_catalog()
     client = UpstreamClient(catalog.api, base_url=url, retries=0)
     found = []
-    for tool in catalog.tools:
+    tools = list(catalog.tools)
+    if one_per_category:
+        tools = list({tool.category: tool for tool in reversed(tools)}.values())
+    for tool in tools:
         arguments = valid_arguments(catalog, tool, typical=True)
         variants = [arguments]
         if takes_csv(tool) and tool.name not in JSON_EVEN_AS_CSV:
@@ -386,12 +389,23 @@ def every_answer() -> Iterator[list[Answer]]:
         yield upstream_answers(upstream.url)
 
 
+# The sweeps over every answer of the catalog (~60 CPU-s) run in make test-slow; make test keeps the first function
+# of each category (docs/development.md#what-make-test-runs).
+def test_the_bound_holds_on_one_answer_of_each_category_served_shaped_and_escaped() -> None:
+    with SampleUpstream(port=0) as upstream:
+        some = upstream_answers(upstream.url, one_per_category=True)
+    assert {answer.tool.category for answer in some} == {tool.category for tool in load_catalog().tools}
+    assert_bound_holds([text for answer in some for text in (*sent_texts(answer), *shaping_texts(answer))])
+
+
+@pytest.mark.slow
 def test_the_bound_holds_on_every_answer_as_served_as_json_and_escaped(every_answer: list[Answer]) -> None:
     assert len(every_answer) > 200
     assert {answer.tool.name for answer in every_answer} == {tool.name for tool in load_catalog().tools}
     assert_bound_holds([text for answer in every_answer for text in sent_texts(answer)])
 
 
+@pytest.mark.slow
 def test_the_bound_holds_on_every_text_shaping_bounds(every_answer: list[Answer]) -> None:
     texts = [text for answer in every_answer for text in shaping_texts(answer)]
     assert len(texts) > 1000
@@ -406,6 +420,7 @@ def test_the_bound_holds_on_the_answers_of_openapi_documents(document: str) -> N
     assert_bound_holds(list(openapi_texts(path)))
 
 
+@pytest.mark.slow
 def test_a_prefix_never_estimates_more_than_the_whole_text_and_a_token(every_answer: list[Answer]) -> None:
     """What lets `fits_budget` settle a long text by a prefix."""
     rng = random.Random(5)
