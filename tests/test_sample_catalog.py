@@ -402,11 +402,16 @@ def enum_cases() -> list[tuple[str, str, Any]]:
     return cases
 
 
-def test_every_enum_value_of_every_tool_answers(catalog: Catalog) -> None:
+# make test asks each value of each parameter name once (its first tool); make test-slow every tool's.
+@pytest.mark.parametrize("every_tool", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["once", "every-tool"])
+def test_every_enum_value_of_every_tool_answers(catalog: Catalog, every_tool: bool) -> None:
     """Each allowed value of each enum parameter (intervals, series types, MA types, maturities ...) answers data;
     in process, to keep the sweep fast."""
     failures = []
-    for name, param, value in enum_cases():
+    cases = enum_cases()
+    if not every_tool:
+        cases = list({(param, str(value)): (name, param, value) for name, param, value in reversed(cases)}.values())
+    for name, param, value in cases:
         tool = catalog.get(name)
         cheap = {"interval": "60min" if name == "VWAP" else "monthly"} if tool.category == "technicals" else {}
         arguments = valid_arguments(catalog, tool, **{**cheap, param: value})

@@ -107,7 +107,7 @@ def test_the_detailed_hits_are_the_engines_and_limit_counts_them(alphavantage: S
             assert len(text) <= SEARCH_BUDGET_CHARS
 
 
-@pytest.mark.parametrize("document", ["stripe", "digitalocean"])
+@pytest.mark.parametrize("document", ["stripe", pytest.param("digitalocean", marks=pytest.mark.slow)])
 def test_the_answer_stays_within_its_budget_on_a_big_catalog(document: str) -> None:
     """Stripe's 417 tools (long camel-case names) and DigitalOcean's 659: every answer with hits, whatever its
     tail, is within the budget (its JSON text's characters) and far below 450 tokens; queries made from the tools'
