@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +23,11 @@ from progressive_mcp.surfaces.auto import DEFAULT_AUTO_DIRECT_TOKENS
 from progressive_mcp.surfaces.surface import Surface
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared" / "openapi"
-DOCUMENTS: dict[str, Path | None] = {
-    "alphavantage": None,  # the bundled spec
-    "spotify": SHARED / "spotify" / "openapi.yaml",
-    "slack": SHARED / "slack" / "swagger.json",
-    "openai": SHARED / "openai" / "openapi.yaml",
-    "digitalocean": SHARED / "digitalocean" / "specification" / "DigitalOcean-public.v2.yaml",
-    "stripe": SHARED / "stripe" / "spec3.json",
-    "twilio": SHARED / "twilio" / "twilio_api_v2010.json",
-}
+sys.path.insert(0, str(ROOT / "tests"))  # the real documents' paths: one map, tests/real_documents.py
+
+from real_documents import REAL  # noqa: E402
+
+DOCUMENTS: dict[str, Path | None] = {"alphavantage": None, **REAL}  # None: the bundled spec
 
 
 def measure(catalog: Catalog, thresholds: list[int]) -> dict[str, Any]:
