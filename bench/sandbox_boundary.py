@@ -84,7 +84,10 @@ def run_script(surface: Surface, code: str) -> dict[str, Any]:
         "TOOL_EXECUTE", {"code": code}, CallContext(api_key="bench-key-1", entitlement=LOCAL)
     )
     seconds = time.perf_counter() - started
-    growth = _peak_mb() - before
+    # The kernel updates the high-water mark lazily (on some page-table events only), so on some kernels a peak
+    # read right after a reset can sit a little below the RSS read before the run: that is no growth, not a
+    # negative one.
+    growth = max(0.0, _peak_mb() - before)
     row: dict[str, Any] = {"seconds": round(seconds, 2), "peak_growth_mb": round(growth, 1), "exact_peak": exact}
     if answer["isError"]:
         error = answer["structuredContent"]["error"]
