@@ -13,7 +13,8 @@ Each catalog is run once per ranker with `run_eval` on the chosen split. A catal
 also gets a row per split, taken from that run's `by_split`. Three means follow, each the plain average of
 per-row figures (every catalog weighs the same): all catalogs but the `reference` one (the finance catalog
 the engine was built on: the "non-finance" mean), the tuning rows, and the held-out rows. Every row is
-compared with `TARGETS`; the report says ok or what is missed and never fails because of it.
+compared with `TARGETS` (a mean with each target's level, a row with its per-catalog floor where the issue gives
+one); the report says ok or what is missed and never fails because of it.
 
 A catalog whose ``{openapi_docs}`` document is absent is listed as skipped (those documents are not part of
 the repository); any other missing or invalid input raises ManifestError, QueryFileError or SpecError.
@@ -62,26 +63,39 @@ RANKERS = ("engine", BASELINE)
 
 @dataclass(frozen=True)
 class Target:
-    """An acceptance level of one metric; `above_baseline`: the engine must also beat BM25 on it."""
+    """An acceptance level of one metric; `above_baseline`: the engine must also beat BM25 on it. `bound` holds
+    for a mean of catalogs; `floor`, where given, is the looser level a single catalog must reach."""
 
     metric: str
     label: str
     bound: float
     higher_is_better: bool
     above_baseline: bool
+    floor: float | None = None
+
+    @property
+    def row_bound(self) -> float:
+        """The level one catalog's row is held to."""
+        return self.bound if self.floor is None else self.floor
 
     def describe(self) -> str:
-        bound = f"{self.bound:.2f}" if self.bound < 10 else f"{self.bound:.0f}"  # a share, or a count of tokens
-        return f"{self.label} {'≥' if self.higher_is_better else '≤'} {bound}"
+        def shown(value: float) -> str:
+            return f"{value:.2f}" if value < 10 else f"{value:.0f}"  # a share, or a count of tokens
+
+        each = f" (each catalog {'≥' if self.higher_is_better else '≤'} {shown(self.floor)})" if self.floor else ""
+        return f"{self.label} {'≥' if self.higher_is_better else '≤'} {shown(self.bound)}{each}"
 
 
-# The acceptance targets for every catalog. False no-match is not compared with BM25: BM25 returns nothing
-# only when no word of the query occurs in any tool, so its false no-match is near 0 by construction.
+# Issue 29's acceptance targets: over the non-finance catalogs, mean R@5 ≥ .90 with no catalog below .85, R@1 ≥ .65,
+# MRR ≥ .75; no-match ≥ .80 at false no-match ≤ .05; the right tool shown ≥ .95 at ≤ 450 tokens (median). The issue
+# gives a per-catalog level for R@5 only, so a row is held to the mean's level for the others. False no-match is
+# not compared with BM25: BM25 returns nothing only when no word of the query occurs in any tool, so its false
+# no-match is near 0 by construction.
 TARGETS = (
-    Target("recall@1", "R@1", 0.70, True, True),
-    Target("recall@5", "R@5", 0.90, True, True),
-    Target("mrr", "MRR", 0.80, True, True),
-    Target("no_match_rate", "no-match", 0.85, True, True),
+    Target("recall@1", "R@1", 0.65, True, True),
+    Target("recall@5", "R@5", 0.90, True, True, floor=0.85),
+    Target("mrr", "MRR", 0.75, True, True),
+    Target("no_match_rate", "no-match", 0.80, True, True),
     Target("false_no_match_rate", "false no-match", 0.05, False, False),
     # What one TOOL_SEARCH answer shows (issue 29): the engine's alone, BM25 has no answer.
     Target("shown", "shown", 0.95, True, False),
@@ -257,6 +271,7 @@ def run_catalogs(manifest_path: str | Path, *, split: str = "all", show_misses: 
             {
                 "metric": t.metric,
                 ("min" if t.higher_is_better else "max"): t.bound,
+                ("each_min" if t.higher_is_better else "each_max"): t.row_bound,
                 "above_baseline": t.above_baseline,
             }
             for t in TARGETS
@@ -319,20 +334,27 @@ def _means(rows: Sequence[Mapping[str, Any]], reference: set[str]) -> list[dict[
             }
             metrics[name] = {key: statistics.fmean(v) if v else None for key, v in values.items()}
         means.append(
-            {"label": label, "of": [r["label"] for r in members], "metrics": metrics, "targets": check_targets(metrics)}
+            {
+                "label": label,
+                "of": [r["label"] for r in members],
+                "metrics": metrics,
+                "targets": check_targets(metrics, mean=True),
+            }
         )
     return means
 
 
-def check_targets(metrics: Mapping[str, Mapping[str, float | None]]) -> dict[str, Any]:
-    """Which targets the engine misses, and where it is not above BM25; a metric without a value is not judged."""
+def check_targets(metrics: Mapping[str, Mapping[str, float | None]], *, mean: bool = False) -> dict[str, Any]:
+    """Which targets the engine misses, and where it is not above BM25; a metric without a value is not judged.
+    `mean`: the figures are a mean of catalogs (held to `Target.bound`), else one catalog's (`Target.row_bound`)."""
     engine, baseline = metrics["engine"], metrics[BASELINE]
     below, not_above = [], []
     for target in TARGETS:
         value = engine.get(target.metric)
         if value is None:
             continue
-        if (value < target.bound) if target.higher_is_better else (value > target.bound):
+        bound = target.bound if mean else target.row_bound
+        if (value < bound) if target.higher_is_better else (value > bound):
             below.append(target.metric)
         other = baseline.get(target.metric)
         if target.above_baseline and other is not None and not value > other:
