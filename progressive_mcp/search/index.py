@@ -88,6 +88,9 @@ PRESENT_PRIOR = 0.05  # no date, no "now": a faint lean to live tools and away f
 PREMIUM_FACTOR = 0.9  # between two tools that fit alike, the one a free key can call is the better answer
 LIGHT_TAIL = 0.3  # a light concept (weight < 1) skips tools it fits at less than this share of its best fit
 MIN_SHARE_OF_BEST = 0.3  # hits far below the best one are noise for the agent
+# A query's mood against a tool's: a question or a look-up ("which songs have I loved") leans to the tools that only
+# read, a command to change something ("heart this track", "unfollow this band") to the tools that write.
+INTENT_PRIOR = 0.4
 
 # --- when nothing fits (calibrated on the dev half of eval/queries.jsonl) --------------------------------------------
 # A query is off-topic when its confidence, the mean of two shares of its weight, stays below MIN_CONFIDENCE:
@@ -134,6 +137,9 @@ class Analysis:
     terms: frozenset[str] = frozenset()  # its content words as indexed, without synonyms
     entities: list[str] = field(default_factory=list)
     foreign: bool = False  # names a place outside the US: US-only tools do not answer it
+    # What the query's opening says it wants: to read ("what", "show", "is ...") or to change ("add", "unfollow");
+    # None when it opens with neither (a bare noun phrase).
+    intent: str | None = None
     action: bool = False  # asks to act (buy, sell, book, write ...), not to look something up
     asks_other: str | None = None  # asks for something no data tool gives: an explanation, advice, a chat
     present: bool = False  # no date and no "now": taken to be about the present
@@ -546,6 +552,12 @@ class SearchIndex:
         )
         # A request to act ("book me a flight") is off-topic only for a catalog whose every tool just reads.
         self._read_only = all(tool.annotations.get("readOnlyHint") is True for tool in self._tools)
+        # Each tool's mood: True reads only, False writes, None unsaid (a gateway tool without hints).
+        self._reads: list[bool | None] = [
+            None if "readOnlyHint" not in tool.annotations else tool.annotations["readOnlyHint"] is True
+            for tool in self._tools
+        ]
+        self._mixed_moods = {True, False} <= set(self._reads)
         self._hints = {
             name: {reading.stem(t): f for t, f in hint.terms.items()}
             for name, hint in (
@@ -696,6 +708,7 @@ class SearchIndex:
                 categories,
             )
         depth = [doc for doc, _ in top[:COVERAGE_DEPTH]]
+        relative = top[0][1] / total  # judged before the intent prior: the mood orders tools, never admits a query
         covered = 0.0
         for concept in analysis.concepts:
             if concept.terms:
@@ -705,13 +718,26 @@ class SearchIndex:
                     for doc in depth
                 )
                 covered += min(reached / (concept.mass * MATCH_QUALITY), 1.0) * concept.mass
-        coverage, relative = covered / total, top[0][1] / total
+        coverage = covered / total
         confidence = (coverage + min(relative, 1.0)) / 2
         reason = _UNANSWERED if confidence < MIN_CONFIDENCE else None
+        top = self._by_intent(top, analysis.intent)
         ranking = Ranking(analysis, top, coverage, relative, confidence, reason)
         if reason:
             ranking = self._second_opinion(query, ranking, excluded, categories)
         return self._fused(query, ranking, excluded, categories)
+
+    def _by_intent(self, ranked: list[tuple[int, float]], intent: str | None) -> list[tuple[int, float]]:
+        """A ranking (tool index, score) where the tools of the other mood than the query's (`Analysis.intent`) score
+        1 / (1 + INTENT_PRIOR) of theirs, best first again; unchanged when the mood is unknown or every tool is of
+        one kind. A tool whose mood is unsaid keeps its score."""
+        if intent is None or not self._mixed_moods or not ranked:
+            return ranked
+        other = intent != _READ  # the mood that loses: reads for a command, writes for a question
+        moods, factor = self._reads, 1 / (1 + INTENT_PRIOR)
+        ordered = [(doc, score * factor if moods[doc] is other else score) for doc, score in ranked]
+        ordered.sort(key=lambda item: -item[1])  # stable: ties keep their order
+        return ordered
 
     def _offered(self, doc: int, excluded: frozenset[int], categories: frozenset[str] | None) -> bool:
         """Whether a tool may be among a query's hits: not left out by the scope, and in the categories asked."""
@@ -751,6 +777,7 @@ class SearchIndex:
         fused = self._fusion.fuse(query, ranking.scores, leave_out)
         if not fused:
             return ranking
+        fused = self._by_intent(fused, ranking.analysis.intent)
         a = ranking
         return Ranking(a.analysis, fused, a.coverage, a.relative, a.confidence, a.off_topic, a.semantic, True, near)
 
@@ -760,7 +787,9 @@ class SearchIndex:
         """Read a query into weighted concepts (see the module docstring); `rank` scores tools against them."""
         vocabulary = self.vocabulary
         tokens = self._reading.tokenize(query)
-        analysis = Analysis(action=self._read_only and _asks_to_act(tokens), asks_other=_asks_for_other(tokens))
+        analysis = Analysis(
+            action=self._read_only and _asks_to_act(tokens), asks_other=_asks_for_other(tokens), intent=_intent(tokens)
+        )
         consumed = [False] * len(tokens)
         if self._out_of_scope:
             for i in range(len(tokens)):
@@ -1100,6 +1129,54 @@ def _asks_for_other(tokens: list[Token]) -> str | None:
     if (first in ("how", "who") and rest[:1] in (["old"], ["was"], ["won"])) or {"invented", "founded"} & set(rest):
         return "asks about a person or a story, which no data tool gives"
     return None
+
+
+def _intent(tokens: list[Token]) -> str | None:
+    """Whether a query opens as a question or look-up (`_READ`: "which songs have I loved", "show my playlists")
+    or as a command to change something (`_WRITE`: "heart this track", "make a new playlist"); None otherwise."""
+    words = [t.lower for t in tokens[:8]]
+    while words and words[0] in _INTENT_OPENERS:
+        words.pop(0)
+    if not words:
+        return None
+    if words[0] in _READ_OPENERS:
+        return _READ
+    if words[0] in _WRITE_VERBS:
+        return _WRITE
+    return None
+
+
+_READ, _WRITE = "read", "write"
+# Said before the verb: politeness and who asks ("please", "can you", "I want to", "let's").
+_INTENT_OPENERS = frozenset(
+    {"please", "pls", "plz", "kindly", "hey", "hi", "ok", "okay", "so", "now", "just", "can", "could", "would",
+     "will", "you", "u", "i", "id", "want", "wanna", "to", "need", "help", "me", "lets", "let", "us", "go", "ahead",
+     "and", "then", "also", "quickly", "quick"}
+)  # fmt: skip
+# A question word, or a verb that asks to see something.
+_READ_OPENERS = frozenset(
+    {"what", "whats", "which", "who", "whos", "whose", "whom", "how", "hows", "when", "where", "wheres", "why", "is",
+     "are", "am", "was", "were", "do", "does", "did", "has", "have", "had", "show", "list", "get", "find", "fetch",
+     "look", "lookup", "search", "give", "gimme", "tell", "display", "view", "see", "check", "count", "browse",
+     "read", "pull", "retrieve", "return", "any", "describe", "download", "export", "inspect", "verify", "query"}
+)  # fmt: skip
+# A verb that asks to change something: to make, alter, send, start or stop it, or take it away.
+_WRITE_VERBS = frozenset(
+    {"add", "create", "make", "save", "follow", "unfollow", "like", "unlike", "love", "unlove", "heart", "unheart",
+     "tag", "untag", "label", "upload", "set", "change", "rename", "update", "edit", "modify", "move", "put",
+     "throw", "mark", "start", "play", "resume", "pause", "stop", "skip", "send", "post", "submit", "scrobble",
+     "delete", "remove", "cancel", "clear", "wipe", "erase", "drop", "take", "transfer", "invite", "reorder",
+     "replace", "swap", "turn", "shuffle", "repeat", "seek", "queue", "block", "unblock", "archive", "unarchive",
+     "kick", "pin", "unpin", "star", "unstar", "mute", "unmute", "publish", "revoke", "rotate", "reset", "enable",
+     "disable", "attach", "detach", "assign", "unassign", "buy", "purchase", "refund", "register", "open", "close",
+     "share", "write", "configure", "restart", "reboot", "resize", "scale", "destroy", "provision", "deploy",
+     "rollback", "install", "uninstall", "schedule", "book", "pay", "charge", "capture", "void", "approve",
+     "decline", "reject", "accept", "join", "leave", "kill", "hang", "text", "dial", "forward", "redirect",
+     "suspend", "activate", "deactivate", "increase", "decrease", "raise", "lower", "bump", "unlink", "connect",
+     "disconnect", "undo", "restore", "subscribe", "unsubscribe", "insert", "append", "reply", "react", "flag",
+     "apply", "generate", "renew", "extend", "finalize", "finalise", "retry", "resend", "power", "shutdown",
+     "migrate", "upgrade", "downgrade"}
+)  # fmt: skip
 
 
 _EXPLANATION = "asks for an explanation, which no data tool gives"
