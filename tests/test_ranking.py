@@ -83,3 +83,20 @@ def test_the_mood_orders_tools_but_never_decides_whether_a_query_is_answered(mon
     assert [h.name for h in SearchIndex(reads, semantic=False).search("follow this artist", limit=2)] == [
         "get-followed-artists"
     ]
+
+
+@pytest.mark.parametrize(
+    ("query", "mood"),
+    [
+        ("which tracks have I loved", "read"),
+        ("give me the top charts", "read"),
+        ("please give us the playlists", "read"),
+        ("can you follow this artist for me", "write"),
+        ("unfollow them", "write"),
+        # "give" asks to see only with a receiver: giving a playlist a title changes it.
+        ("give my playlist a different title", None),
+        ("loved tracks", None),
+    ],
+)
+def test_how_a_query_opens_says_its_mood(query: str, mood: str | None) -> None:
+    assert SearchIndex(READS_AHEAD, semantic=False).analyse(query).intent == mood

@@ -1139,6 +1139,8 @@ def _intent(tokens: list[Token]) -> str | None:
         words.pop(0)
     if not words:
         return None
+    if words[0] == "give" and words[1:2] not in (["me"], ["us"]):
+        return None  # "give me the charts" asks to see; "give my playlist a new title" asks to change
     if words[0] in _READ_OPENERS:
         return _READ
     if words[0] in _WRITE_VERBS:
