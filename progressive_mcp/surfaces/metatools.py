@@ -406,8 +406,9 @@ class MetaTools:
                 result["candidates" if low else "closest"] = lines
             else:
                 result["hint"] = NOTHING_FITS_HINT
-            named = {h.name: h.category for h in closest[: lines.count("\n") + 1]} if lines else {}
-            near = list(dict.fromkeys(named.values()))[:CLOSEST_CATEGORIES] or self._category_names(None)
+            # The categories of the tools the lines name (the first ones: `_lines` stops at the budget), else all.
+            named = closest[: lines.count("\n") + 1] if lines else []
+            near = list(dict.fromkeys(h.category for h in named))[:CLOSEST_CATEGORIES] or self._category_names(None)
             result["categories"] = {n: self.catalog.categories[n] for n in near}
         if with_schemas and hits:
             # The very schema TOOL_GET gives, so a call built from it passes TOOL_CALL's validation.
