@@ -28,6 +28,7 @@ from progressive_mcp.surfaces.metatools import (
     DEFAULT_SEARCH_LIMIT,
     LOW_CONFIDENCE_SHARE,
     MAX_CANDIDATES,
+    MAX_CATEGORIES_NAMED,
     MAX_CLOSEST,
     MAX_MORE,
     MORE_SUMMARY_CHARS,
@@ -289,3 +290,26 @@ def test_one_answer_names_thirty_tools_when_their_lines_are_short(tmp_path: Path
     assert sorted(named) == sorted(f"listWidgets{n:02d}" for n in range(30))
     text = json.dumps(answer)
     assert len(text) <= SEARCH_BUDGET_CHARS and count_tokens(text) <= ANSWER_TOKENS
+
+
+@pytest.mark.parametrize("tags", [3, MAX_CATEGORIES_NAMED + 8])
+def test_an_answer_naming_no_tool_lists_all_categories_only_when_they_are_few(tmp_path: Path, tags: int) -> None:
+    """Nothing named, nothing to be near to: a few categories are listed all; past MAX_CATEGORIES_NAMED (Slack 55,
+    Stripe 59: about 1,500 tokens with their descriptions) none are, and the hint points at TOOL_LIST instead."""
+    paths = {
+        f"/things{n}": {"get": {"operationId": f"getThing{n}", "summary": f"Thing {n}", "tags": [f"area{n}"]}}
+        for n in range(tags)
+    }
+    described = [
+        {"name": f"area{n}", "description": f"Everything about area {n} and its many things"} for n in range(tags)
+    ]
+    document = {"openapi": "3.0.0", "info": {"title": "Things", "version": "1"}, "paths": paths, "tags": described}
+    (tmp_path / "things.json").write_text(json.dumps(document), encoding="utf-8")
+    catalog = load_catalog(tmp_path / "things.json")
+    answer = MetaTools(catalog, semantic=False).tool_search({"query": "hi"})  # no content word: nothing is named
+    assert answer["results"] == [] and "closest" not in answer and "candidates" not in answer
+    assert "TOOL_LIST" in answer["hint"]
+    if tags <= MAX_CATEGORIES_NAMED:
+        assert list(answer["categories"]) == list(catalog.categories)
+    else:
+        assert "categories" not in answer and count_tokens(json.dumps(answer)) < 60

@@ -406,10 +406,15 @@ class MetaTools:
                 result["candidates" if low else "closest"] = lines
             else:
                 result["hint"] = NOTHING_FITS_HINT
-            # The categories of the tools the lines name (the first ones: `_lines` stops at the budget), else all.
+            # The categories of the tools the lines name (the first ones: `_lines` stops at the budget), else all of
+            # them while they are few: Slack's 55 with their descriptions cost about 1,500 tokens, and the hint
+            # already points at TOOL_LIST, which names them.
             named = closest[: lines.count("\n") + 1] if lines else []
-            near = list(dict.fromkeys(h.category for h in named))[:CLOSEST_CATEGORIES] or self._category_names(None)
-            result["categories"] = {n: self.catalog.categories[n] for n in near}
+            near = list(dict.fromkeys(h.category for h in named))[:CLOSEST_CATEGORIES]
+            if not near and len(self._by_category) <= MAX_CATEGORIES_NAMED:
+                near = self._category_names(None)
+            if near:
+                result["categories"] = {n: self.catalog.categories[n] for n in near}
         if with_schemas and hits:
             # The very schema TOOL_GET gives, so a call built from it passes TOOL_CALL's validation.
             for hit, entry in zip(hits[:SEARCH_SCHEMA_HITS], results, strict=False):
