@@ -35,6 +35,8 @@ TUNING = (("lastfm", None, "all"), ("spotify", None, "dev"), ("alphavantage", RO
 LIMITS = (1, 2, 3, 5)
 BUDGETS = (700, 850, 1000, 1200, 1500)  # characters of the answer's JSON text
 SUMMARY_CHARS = (40, 60)
+MORES = (20,)  # the tail's most lines (MAX_MORE)
+CLOSESTS = (5,)  # the closest tools a "nothing fits" answer names (MAX_CLOSEST)
 FLOORS = (0.0, 0.2, 0.25, 0.3, 0.33, 0.35, 0.4, 0.45)
 SIGNALS = ("confidence", "relative")  # Ranking's: the no-match rule's mean of two shares, or the best tool's share
 
@@ -55,13 +57,25 @@ def tuning_sets() -> list[tuple[str, Any, list[Any]]]:
 
 
 def sweep(
-    sets: list[tuple[str, Any, list[Any]]], limits: list[int], budgets: list[int], chars_: list[int]
+    sets: list[tuple[str, Any, list[Any]]],
+    limits: list[int],
+    budgets: list[int],
+    chars_: list[int],
+    mores: list[int],
+    closests: list[int],
 ) -> list[dict[str, Any]]:
     rows = []
     metas = {name: metatools.MetaTools(catalog) for name, catalog, _ in sets}
-    for limit, budget, chars in itertools.product(limits, budgets, chars_):
+    for limit, budget, chars, most, closest in itertools.product(limits, budgets, chars_, mores, closests):
         metatools.SEARCH_BUDGET_CHARS, metatools.MORE_SUMMARY_CHARS = budget, chars
-        row: dict[str, Any] = {"limit": limit, "budget": budget, "summary_chars": chars}
+        metatools.MAX_MORE, metatools.MAX_CLOSEST = most, closest
+        row: dict[str, Any] = {
+            "limit": limit,
+            "budget": budget,
+            "summary_chars": chars,
+            "more": most,
+            "closest": closest,
+        }
         for name, _, queries in sets:
             meta = metas[name]
             meta._answer_costs.clear()  # the lines depend on the summary length
@@ -122,11 +136,16 @@ def main() -> None:
     parser.add_argument("--limits", default=",".join(map(str, LIMITS)), help="detailed hits to try")
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="answer budgets (characters) to try")
     parser.add_argument("--chars", default=",".join(map(str, SUMMARY_CHARS)), help="tail summary lengths to try")
+    parser.add_argument("--more", default=",".join(map(str, MORES)), help="most tail lines (MAX_MORE) to try")
+    parser.add_argument("--closest", default=",".join(map(str, CLOSESTS)), help="MAX_CLOSEST values to try")
     args = parser.parse_args()
     sets = tuning_sets()
     figures = {"sets": [(n, len(q)) for n, _, q in sets], "floors": floors(sets)}
     if not args.floors_only:
-        grid = [[int(v) for v in text.split(",")] for text in (args.limits, args.budgets, args.chars)]
+        grid = [
+            [int(v) for v in text.split(",")]
+            for text in (args.limits, args.budgets, args.chars, args.more, args.closest)
+        ]
         figures["sweep"] = sweep(sets, *grid)
     if args.json:
         print(json.dumps(figures, indent=1))
@@ -141,7 +160,8 @@ def main() -> None:
         cells = "  ".join(f"{n} {row[n]['shown']:.3f} {row[n]['p50']:.0f}/{row[n]['p90']:.0f}" for n, _, _ in sets)
         mean = row["mean_non_finance"]
         print(
-            f"limit {row['limit']} budget {row['budget']} chars {row['summary_chars']}: {cells}  "
+            f"limit {row['limit']} budget {row['budget']} chars {row['summary_chars']} more {row['more']} "
+            f"closest {row['closest']}: {cells}  "
             f"mean(non-finance) {mean['shown']:.3f} {mean['p50']:.0f}"
         )
 

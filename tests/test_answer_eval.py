@@ -91,6 +91,21 @@ def test_shown_tokens_and_no_match_are_read_off_the_answers(catalog: Catalog) ->
     assert run["answer_grade"] == 2
 
 
+def test_a_nothing_fits_answer_is_a_no_match_whose_closest_tools_are_shown(catalog: Catalog) -> None:
+    """What the agent reads decides (issue 29): "nothing fits" with its few closest tools is a no-match, for a
+    positive too, and not a list of candidates; a closest tool the positive wants is shown all the same."""
+    queries = [query("q1", "who called", {"weather_history": 2}), query("n1", "bake a cake", {}, "negative")]
+    closest = {"hint": "No confident match. Nothing fits; the closest tools are listed, unlikely to fit."}
+    answers = {
+        "who called": answer_text([], **closest, closest="weather_history: Past weather\nstock_quote: Latest"),
+        "bake a cake": answer_text([], **closest, closest="stock_quote: Latest price of a stock"),
+    }
+    metrics = run_eval(catalog, queries, lambda q, limit: [], answer=answers.__getitem__)["metrics"]
+    assert metrics["shown"] == 1.0
+    assert metrics["answer_no_match_rate"] == 1.0 and metrics["answer_false_no_match_rate"] == 1.0
+    assert metrics["candidates_on_negatives"] == 0.0
+
+
 def test_without_an_answerer_the_run_has_no_answer_metrics(catalog: Catalog) -> None:
     run = run_eval(catalog, [query("q1", "rain", {"weather_forecast": 2})], lambda q, limit: ["weather_forecast"])
     assert "shown" not in run["metrics"]

@@ -23,10 +23,13 @@ from real_documents import REAL
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.sources import load_catalog
 from progressive_mcp.surfaces.metatools import (
+    CLOSEST_CATEGORIES,
     CODE_SEARCH_BUDGET_CHARS,
     DEFAULT_SEARCH_LIMIT,
     LOW_CONFIDENCE_SHARE,
     MAX_CANDIDATES,
+    MAX_CATEGORIES_NAMED,
+    MAX_CLOSEST,
     MAX_MORE,
     MORE_SUMMARY_CHARS,
     NO_CONFIDENT_MATCH,
@@ -160,16 +163,21 @@ def test_low_confidence_lists_the_closest_tools_instead_of_nothing(lastfm: Catal
     assert answer["hint"].startswith(NO_CONFIDENT_MATCH) and "low-confidence" in answer["hint"]
     names = tail_names(answer["candidates"])
     assert "artist.getCorrection" in names and len(names) <= MAX_CANDIDATES
-    assert set(answer["categories"]) == set(lastfm.categories)
+    named = list(dict.fromkeys(lastfm.get(name).category for name in names))  # the categories of those named
+    assert list(answer["categories"]) == named[:CLOSEST_CATEGORIES]
     assert len(json.dumps(answer["candidates"])) < SEARCH_BUDGET_CHARS
 
 
 @pytest.mark.parametrize("query", ["write a haiku about autumn leaves", "zzqx wvvy"])
 def test_an_off_topic_query_still_reads_as_nothing_fits(lastfm: Catalog, query: str) -> None:
+    """No results, no candidates, no tail: at most MAX_CLOSEST closest tools and their categories, else all."""
     answer = MetaTools(lastfm).tool_search({"query": query})
     assert answer["results"] == [] and "candidates" not in answer and "more" not in answer
     assert answer["hint"].startswith(NO_CONFIDENT_MATCH) and "Nothing fits" in answer["hint"]
-    assert set(answer["categories"]) == set(lastfm.categories)
+    closest = tail_names(answer["closest"]) if "closest" in answer else []
+    assert len(closest) <= MAX_CLOSEST
+    named = list(dict.fromkeys(lastfm.get(name).category for name in closest)) or list(lastfm.categories)
+    assert list(answer["categories"]) == named[: CLOSEST_CATEGORIES if closest else None]
 
 
 def test_the_search_description_tells_the_agent_about_the_tail(alphavantage: Surface) -> None:
@@ -244,3 +252,64 @@ def test_a_query_minilm_finds_near_the_catalog_gets_candidates_not_nothing(
     assert tool in tail_names(answer["candidates"])
     lexical = MetaTools(lastfm, semantic=False).tool_search({"query": query})  # the engine alone: nothing fits
     assert lexical["results"] == [] and "candidates" not in lexical
+
+
+def test_nothing_fits_still_names_the_closest_tools_and_their_categories(lastfm: Catalog) -> None:
+    """Issue 29, item 3: a query the engine judges off-topic, whose best tool answers under LOW_CONFIDENCE_SHARE of
+    it and which MiniLM does not find nearer than everyday requests, reads as nothing fits; yet its few closest
+    tools (lexical and MiniLM fused) are named, marked as such, with their categories rather than all of them: a
+    bare entity ("tell me about Björk") shares no word with the artist tools, and its tool is among them."""
+    from progressive_mcp.search import embedder
+
+    meta = MetaTools(lastfm, semantic=True)
+    if meta.index._fusion is None or not embedder.available():
+        pytest.skip("the semantic extra is not installed")
+    query = "tell me about Björk"
+    ranking = meta.index.rank(query, limit=MAX_CANDIDATES)
+    assert ranking.off_topic and ranking.relative < LOW_CONFIDENCE_SHARE and not ranking.near
+    answer = meta.tool_search({"query": query})
+    assert answer["results"] == [] and "candidates" not in answer and "Nothing fits" in answer["hint"]
+    closest = tail_names(answer["closest"])
+    assert "artist.getInfo" in closest and len(closest) <= MAX_CLOSEST
+    listed = {lastfm.get(name).category for name in closest}
+    assert set(answer["categories"]) == listed < set(lastfm.categories)
+
+
+def test_one_answer_names_thirty_tools_when_their_lines_are_short(tmp_path: Path) -> None:
+    """Issue 29, item 2: the tail reaches past the first 20 of the ranking (the tuning sets' right tool is among the
+    first 30 more often than the first 20), within the budget and 450 tokens. Thirty alike tools, each a match."""
+    paths = {
+        f"/widgets/{n:02d}": {"get": {"operationId": f"listWidgets{n:02d}", "summary": f"Widgets {n:02d}"}}
+        for n in range(30)
+    }
+    document = {"openapi": "3.0.0", "info": {"title": "Widgets", "version": "1"}, "paths": paths}
+    (tmp_path / "widgets.json").write_text(json.dumps(document), encoding="utf-8")
+    meta = MetaTools(load_catalog(tmp_path / "widgets.json"), semantic=False)
+    answer = meta.tool_search({"query": "list widgets"})
+    named = [hit["name"] for hit in answer["results"]] + tail_names(answer["more"])
+    assert sorted(named) == sorted(f"listWidgets{n:02d}" for n in range(30))
+    text = json.dumps(answer)
+    assert len(text) <= SEARCH_BUDGET_CHARS and count_tokens(text) <= ANSWER_TOKENS
+
+
+@pytest.mark.parametrize("tags", [3, MAX_CATEGORIES_NAMED + 8])
+def test_an_answer_naming_no_tool_lists_all_categories_only_when_they_are_few(tmp_path: Path, tags: int) -> None:
+    """Nothing named, nothing to be near to: a few categories are listed all; past MAX_CATEGORIES_NAMED (Slack 55,
+    Stripe 59: about 1,500 tokens with their descriptions) none are, and the hint points at TOOL_LIST instead."""
+    paths = {
+        f"/things{n}": {"get": {"operationId": f"getThing{n}", "summary": f"Thing {n}", "tags": [f"area{n}"]}}
+        for n in range(tags)
+    }
+    described = [
+        {"name": f"area{n}", "description": f"Everything about area {n} and its many things"} for n in range(tags)
+    ]
+    document = {"openapi": "3.0.0", "info": {"title": "Things", "version": "1"}, "paths": paths, "tags": described}
+    (tmp_path / "things.json").write_text(json.dumps(document), encoding="utf-8")
+    catalog = load_catalog(tmp_path / "things.json")
+    answer = MetaTools(catalog, semantic=False).tool_search({"query": "hi"})  # no content word: nothing is named
+    assert answer["results"] == [] and "closest" not in answer and "candidates" not in answer
+    assert "TOOL_LIST" in answer["hint"]
+    if tags <= MAX_CATEGORIES_NAMED:
+        assert list(answer["categories"]) == list(catalog.categories)
+    else:
+        assert "categories" not in answer and count_tokens(json.dumps(answer)) < 60

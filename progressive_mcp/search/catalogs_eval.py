@@ -437,7 +437,8 @@ def _footer(figures: Mapping[str, Any]) -> list[str]:
         "false no-match: positives answered with nothing; no-match: negatives answered with nothing; "
         "pos+neg: positive+negative queries.",
         "shown: positives whose grade-2 tool is named in TOOL_SEARCH's answer to the query alone (hits, tail, "
-        "low-confidence candidates); tok p50/p90: that answer's cl100k tokens over positives (engine only).",
+        "low-confidence candidates, a nothing-fits answer's closest tools); tok p50/p90: that answer's cl100k tokens "
+        "over positives (engine only).",
         "targets: " + ", ".join(t.describe() for t in TARGETS) + f", and the engine above {BASELINE} on {beat} "
         "(a report: not a gate).",
     ]

@@ -32,13 +32,16 @@ What one answer shows, with an answerer (`surface_answerer`: TOOL_SEARCH with th
 surface, as an agent calls it; its answer read as the text the agent reads):
 
 - ``shown``: share of positive queries with a grade-2 tool's name anywhere in the answer text (detailed hits,
-  the compact tail, low-confidence candidates), as a whole name (`names_shown`).
+  the compact tail, low-confidence candidates, the closest tools a "nothing fits" answer names), as a whole name
+  (`names_shown`).
 - ``answer_tokens_p50`` / ``answer_tokens_p90``: cl100k tokens of that text over positive queries (nearest rank).
 - ``answer_no_match_rate`` / ``answer_false_no_match_rate``: negatives / positives whose answer says no confident
   match: its ``results`` are empty, whether or not it lists low-confidence candidates. Such candidates count
   toward ``shown`` (the agent reads them) and not against no-match (the answer says none is a confident match).
+  The table's ``no_match_rate`` / ``false_no_match_rate`` (the ranker's empty list: TOOL_SEARCH's `results`) are
+  the same reading of the same answers.
 - ``candidates_on_negatives``: share of negatives whose answer lists low-confidence candidates rather than reading
-  as nothing fits.
+  as nothing fits (a "nothing fits" answer's few `closest` tools are not candidates).
 """
 
 from __future__ import annotations

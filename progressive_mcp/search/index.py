@@ -762,15 +762,17 @@ class SearchIndex:
         self, query: str, ranking: Ranking, excluded: frozenset[int], categories: frozenset[str] | None
     ) -> Ranking:
         """A ranking merged with MiniLM's (`fusion.SemanticFusion`): an answered one, and one judged off-topic for
-        its words (not its shape) that MiniLM finds near the catalog (`Ranking.near`), which stays off-topic; else
-        the ranking unchanged."""
+        its words (not its shape), which stays off-topic, `Ranking.near` saying whether MiniLM finds it near the
+        catalog; else the ranking unchanged."""
         if self._fusion is None:
             return ranking
         near = False
         if ranking.off_topic is not None:
-            if ranking.off_topic not in _LEXICAL_REASONS or not self._fusion.near(query):
+            if ranking.off_topic not in _LEXICAL_REASONS:
                 return ranking
-            near = True
+            # Fused even when not near: TOOL_SEARCH's "nothing fits" still names the few closest tools, and MiniLM
+            # finds a bare entity's tool ("tell me about Björk") where no word is shared (issue 29).
+            near = self._fusion.near(query)
         leave_out: frozenset[int] | set[int] = excluded
         if categories:
             leave_out = set(excluded) | {i for i, tool in enumerate(self._tools) if tool.category not in categories}
