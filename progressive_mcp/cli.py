@@ -182,11 +182,19 @@ def _eval(args: argparse.Namespace) -> int:
         args.parser.error("give a QUERIES file or --catalogs [MANIFEST], not both")
     if args.catalogs is not None and args.spec:
         args.parser.error("--spec does not go with --catalogs: the manifest names each catalog's spec")
+    if args.markdown and (args.catalogs is None or args.json):
+        args.parser.error("--markdown goes with --catalogs, without --json")
     if args.catalogs is not None and args.vocabulary:
         args.parser.error("--vocabulary does not go with --catalogs: each catalog is measured as its spec is")
     try:
         if args.catalogs is not None:
-            text = catalogs_report(args.catalogs, split=args.split, as_json=args.json, show_misses=args.show_misses)
+            text = catalogs_report(
+                args.catalogs,
+                split=args.split,
+                as_json=args.json,
+                show_misses=args.show_misses,
+                markdown=args.markdown,
+            )
         else:
             text = evaluation_report(
                 args.queries,
@@ -455,6 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eval_.add_argument("--split", choices=["dev", "test", "all"], default="all", help="queries to use (default all)")
     eval_.add_argument("--json", action="store_true", help="machine-readable output")
+    eval_.add_argument(
+        "--markdown", action="store_true", help="with --catalogs: the README's table (a row per catalog, the means)"
+    )
     eval_.add_argument("--spec", help="spec file (default: the bundled one)")
     eval_.add_argument("--vocabulary", metavar="FILE", help="a search vocabulary for the catalog (as for stdio)")
     eval_.add_argument(

@@ -151,3 +151,27 @@ def test_the_bench_scripts_and_test_extras_in_development_md_are_the_makefiles()
     names = extras.group(1).split(",")
     listed = ", ".join(f"`{n}`" for n in names[:-1]) + f" and `{names[-1]}`"
     assert f"`make test` installs the {listed} extras." in development
+
+
+README_EVAL_MARK = "<!-- progressive-mcp eval --catalogs --markdown -->"
+
+
+@pytest.mark.slow  # every catalog of eval/catalogs.yaml through the engine and BM25: ~80 CPU-seconds
+def test_the_readme_search_table_is_what_eval_catalogs_measures() -> None:
+    from real_documents import SHARED
+
+    from progressive_mcp.search.catalogs_eval import markdown_catalogs, run_catalogs
+
+    if not SHARED.is_dir():
+        pytest.skip(f"the real OpenAPI documents are not at {SHARED}; the table needs every catalog")
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert README_EVAL_MARK in lines, "the README's search table lost its marker"
+    start = lines.index(README_EVAL_MARK) + 1
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    quoted = "\n".join(lines[start:end])
+    measured = markdown_catalogs(run_catalogs(ROOT / "eval" / "catalogs.yaml"))
+    assert quoted == measured, (
+        f"README's table is stale; paste what `progressive-mcp eval --catalogs --markdown` prints:\n{measured}"
+    )

@@ -247,6 +247,20 @@ def test_cli_json(small: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     assert figures["rows"][1]["role"] == "tuning" and "misses" not in figures
 
 
+def test_cli_markdown_is_the_readme_table(
+    small: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(DOCS_ENV, raising=False)
+    assert main(["eval", "--catalogs", str(small), "--markdown", "--split", "dev"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "| catalog | role | tools | R@1 | R@5 | MRR | shown (tokens) | no-match / false |"
+    assert [line.split(" | ")[0] for line in lines[2:]] == ["| finance", "| music", "| mean, tuning (1)"]
+    music = lines[3].split(" | ")
+    assert music[1:3] == ["tuning", "57"] and all(" / " in cell for cell in music[3:6])
+    with pytest.raises(SystemExit):
+        main(["eval", "--catalogs", str(small), "--markdown", "--json"])
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

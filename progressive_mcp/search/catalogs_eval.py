@@ -366,11 +366,48 @@ def check_targets(metrics: Mapping[str, Mapping[str, float | None]], *, mean: bo
 
 
 def catalogs_report(
-    manifest_path: str | Path, *, split: str = "all", as_json: bool = False, show_misses: int = 0
+    manifest_path: str | Path,
+    *,
+    split: str = "all",
+    as_json: bool = False,
+    show_misses: int = 0,
+    markdown: bool = False,
 ) -> str:
     """What `progressive-mcp eval --catalogs` prints: a table (or JSON) of every catalog, engine beside BM25."""
     figures = run_catalogs(manifest_path, split=split, show_misses=show_misses)
+    if markdown:
+        return markdown_catalogs(figures)
     return json.dumps(figures, indent=2) if as_json else format_catalogs(figures)
+
+
+def markdown_catalogs(figures: Mapping[str, Any]) -> str:
+    """The figures of `run_catalogs` as the README's Markdown table: a row per catalog (whole, not per split), then
+    the tuning and held-out means; R@1, R@5, MRR as engine / BM25, what one answer shows and its median tokens, and
+    the no-match rates (engine). tests/test_doc_figures.py checks the README's copy against a fresh run."""
+
+    def short(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.3f}".removeprefix("0")
+
+    def row(label: str, role: str, tools: str, metrics: Mapping[str, Mapping[str, float | None]]) -> str:
+        engine, bm25 = metrics["engine"], metrics[BASELINE]
+        pairs = [f"{short(engine[k])} / {short(bm25[k])}" for k in ("recall@1", "recall@5", "mrr")]
+        tokens = engine.get("answer_tokens_p50")
+        shown = f"{short(engine.get('shown'))} ({'n/a' if tokens is None else round(tokens)})"
+        nomatch = f"{short(engine['no_match_rate'])} / {short(engine['false_no_match_rate'])}"
+        return f"| {label} | {role} | {tools} | " + " | ".join([*pairs, shown, nomatch]) + " |"
+
+    tools = {c["name"]: c.get("tools") for c in figures["catalogs"]}
+    lines = [
+        "| catalog | role | tools | R@1 | R@5 | MRR | shown (tokens) | no-match / false |",
+        "|---|---|--:|---|---|---|---|---|",
+    ]
+    for r in figures["rows"]:
+        if r["label"] == r["catalog"]:  # a catalog whole, not its per-split rows
+            lines.append(row(r["label"], r["role"], str(tools[r["catalog"]]), r["metrics"]))
+    for mean in figures["means"]:
+        if mean["label"] != "mean, non-finance":
+            lines.append(row(f"{mean['label']} ({len(mean['of'])})", "", "", mean["metrics"]))
+    return "\n".join(lines)
 
 
 def format_catalogs(figures: Mapping[str, Any]) -> str:
