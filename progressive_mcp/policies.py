@@ -112,6 +112,8 @@ class _Entry:
     name: str | None = None  # the operator's name for the entry (what `--policy NAME` picks on stdio)
 
     def matches(self, caller: Caller) -> bool:
+        if self.kind == "name":  # an entry only a one-user process picks by name (`--policy NAME`)
+            return False
         if self.kind == "token":
             return caller.token_digest is not None and any(caller.token_digest.startswith(v) for v in self.values)
         if self.kind == "subject":
@@ -212,11 +214,17 @@ def _entry(index: int, raw: Any) -> _Entry:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"policies: {where} must be an object naming one of {', '.join(MATCH_FIELDS)}")
     kinds = [k for k in MATCH_FIELDS if k in raw]
-    if len(kinds) != 1:
-        raise ConfigError(f"policies: {where} must name exactly one of {', '.join(MATCH_FIELDS)} (it names {kinds})")
-    kind = kinds[0]
-    value = raw[kind]
-    if kind == "token":
+    if len(kinds) > 1 or (not kinds and not isinstance(raw.get("name"), str)):
+        raise ConfigError(
+            f"policies: {where} must name exactly one of {', '.join(MATCH_FIELDS)} (it names {kinds}), or only a "
+            "`name` (an entry for stdio's --policy NAME)"
+        )
+    kind = kinds[0] if kinds else "name"
+    value = raw.get(kind)
+    if kind == "name":
+        values: tuple[str, ...] = ()
+        label = where  # `_policy` adds the name
+    elif kind == "token":
         items = value if isinstance(value, list) else [value]
         prefixes = []
         for item in items:

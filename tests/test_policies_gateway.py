@@ -157,7 +157,7 @@ def probes() -> list[tuple[str, dict[str, Any], str]]:
         ("TOOL_GET", {"tool_name": WITHHELD, "format": "python"}, "mode=code"),
         ("TOOL_CALL", {"tool_name": WITHHELD, "arguments": {}}, ""),
         ("TOOL_CALL", {"tool_name": "flaky.flake_report", "arguments": {}}, ""),
-        ("TOOL_EXECUTE", {"code": f"return await {python_name(WITHHELD)}()"}, "mode=code"),
+        ("TOOL_EXECUTE", {"code": f"await {python_name(WITHHELD)}()"}, "mode=code"),
     ]
 
 
@@ -193,7 +193,7 @@ def blank(answer: Any, name: str) -> str:
         ("TOOL_CALL", {"tool_name": "{name}", "arguments": {}}, ""),
         ("TOOL_GET", {"tool_name": "{name}"}, ""),
         ("TOOL_GET", {"tool_name": ["{name}", "other.ping"]}, "mode=code"),
-        ("TOOL_EXECUTE", {"code": "return await {python}()"}, "mode=code"),
+        ("TOOL_EXECUTE", {"code": "await {python}()"}, "mode=code"),
         ("{name}", {}, "mode=direct"),
     ],
 )

@@ -324,6 +324,18 @@ class Surface:
             policy=policy,
         )
 
+    def under(self, policy: Policy) -> Surface:
+        """This surface as `policy` sees it (a one-user process's, stdio): over the catalog narrowed to the tools the
+        policy allows within this surface's categories; this surface itself for a policy that hides nothing."""
+        from progressive_mcp.policies import narrow_catalog
+
+        if policy.unrestricted:
+            return self
+        if self.categories is not None:  # PMCP_CATEGORIES still applies: the policy only narrows it
+            within = self.categories if policy.categories is None else self.categories & policy.categories
+            policy = replace(policy, categories=within)
+        return self.narrowed(narrow_catalog(self.catalog, policy), None, policy=policy)
+
     @property
     def instructions(self) -> str:
         """The server's `instructions`: one line on how to use this surface."""
