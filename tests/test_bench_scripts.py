@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -225,7 +226,12 @@ def test_dense_benchmarks_run_end_to_end(script: str, args: list[str], expected:
 
 
 def test_policies_benchmark_runs() -> None:
-    done = run_bench("policies.py", "--repeat", "2", "--only", "alphavantage", timeout=100)
+    done = run_bench("policies.py", "--repeat", "2", "--only", "alphavantage", "--timing-rounds", "3", timeout=100)
 
     assert done.returncode == 0, done.stderr
     assert "alphavantage     128     127" in done.stdout  # read_only keeps all 128 reads; the deny hides one
+    # The timing class of a hidden tool's call against a made-up name's, both distributions, over HTTP.
+    assert "a call outside the policy vs a name that does not exist, over HTTP, 3 calls of each" in done.stdout
+    for route in ("TOOL_CALL", "direct"):
+        assert re.search(rf"^alphavantage +{route} +hidden +[\d.]+ ", done.stdout, re.M), done.stdout
+    assert len(re.findall(r"^ +unknown +[\d.]+ .*p50 difference [+-][\d.]+ ms$", done.stdout, re.M)) == 2
