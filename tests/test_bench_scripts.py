@@ -235,3 +235,14 @@ def test_policies_benchmark_runs() -> None:
     for route in ("TOOL_CALL", "direct"):
         assert re.search(rf"^alphavantage +{route} +hidden +[\d.]+ ", done.stdout, re.M), done.stdout
     assert len(re.findall(r"^ +unknown +[\d.]+ .*p50 difference [+-][\d.]+ ms$", done.stdout, re.M)) == 2
+
+
+def test_the_asset_benchmark_says_what_the_oauth_extra_weighs() -> None:
+    done = run_bench("asset.py", "--only", "oauth", timeout=900)
+
+    assert done.returncode == 0, done.stderr
+    assert re.search(
+        r"^  oauth +unzipped +[\d.]+ MB \([\d,]+ bytes\), [+-][\d.]+ MB against the 60 MB budget$", done.stdout, re.M
+    )
+    assert re.search(r"^ +[\d.]+ MB  cryptography$", done.stdout, re.M), done.stdout  # the weight is named
+    assert re.search(r"^ +[\d.]+ MB  jwt$", done.stdout, re.M), done.stdout
