@@ -5,11 +5,13 @@ server-key endpoint with one policy (`read_only: true`, `deny` of the catalog's 
 `tools/list` of the identity (narrowing the catalog, building its surface and search index), then warm
 `tools/list` and `TOOL_SEARCH` requests, against the same requests by an identity without restrictions.
 
-Then the timing class of a call outside the policy: over real HTTP on 127.0.0.1 (the serve stack), the policy
-identity calls the tool its policy hides and a name no catalog has (as long, one letter changed), interleaved, by
-TOOL_CALL and by a direct `tools/call`; both distributions are printed (p10, p50, p90, p99, mean) with the
-difference of the medians. Both go through one code path (the hidden tool is not in the caller's catalog), so the
-difference should be noise. (That the answers are the same bytes is held by tests/test_policies.py.)
+Then the timing class of a call outside the policy, over real HTTP on 127.0.0.1 (the serve stack), by TOOL_CALL
+and by a direct `tools/call`, interleaved: the policy identity calling the tool its policy hides (hidden); the same
+name on an endpoint that serves, without a policy, exactly the catalog the policy leaves (absent: what a caller
+would compare against); and a made-up name as long, one letter changed (made-up). Each distribution is printed
+(p10, p50, p90, p99, mean) with the difference of the medians. hidden and absent take one code path, so their
+difference is noise; an unknown name's suggestions cost what its spelling costs (difflib), so made-up may differ
+either way. (That hidden and absent answer the same bytes is held by tests/test_policies.py.)
 
 Run with: .venv/bin/python bench/policies.py [--repeat N] [--only NAME] [--timing-rounds N]
 """
@@ -105,11 +107,15 @@ def distribution(samples: list[float]) -> str:
 
 
 def hidden_vs_unknown(name: str, spec: Path | None, rounds: int) -> list[str]:
-    """Lines of the timing table: a call of the hidden tool vs a call of a made-up name, over real HTTP."""
+    """Lines of the timing table, over real HTTP: a call of the hidden tool (policy), of the same name on an
+    endpoint that serves, without a policy, exactly the catalog the policy leaves (absent), and of a made-up name
+    of the same length (policy)."""
     import httpx
 
     from lambda_fn.handler import make_handler
     from lambda_fn.local import LocalServer
+    from progressive_mcp.policies import narrow_catalog, parse_policies
+    from progressive_mcp.surfaces.surface import Surface
 
     catalog = load_catalog(spec)
     hidden = catalog.tools[0].name
@@ -119,28 +125,48 @@ def hidden_vs_unknown(name: str, spec: Path | None, rounds: int) -> list[str]:
     if spec is not None:
         overrides["spec_path"] = spec
     settings = Settings.from_env({"PMCP_POLICIES": json.dumps(policies)}, **overrides)
+    hiding = Endpoint.from_settings(settings)
+    narrowed = narrow_catalog(hiding.surface.catalog, parse_policies(policies).entries[0].policy)
+    plain = Settings.from_env({}, **overrides)
+    absent = Endpoint(Surface(narrowed, upstream=hiding.surface.upstream), plain)
     lines = []
-    with LocalServer(make_handler(Endpoint.from_settings(settings)), port=0) as server, httpx.Client() as client:
+    with (
+        LocalServer(make_handler(hiding), port=0) as hiding_server,
+        LocalServer(make_handler(absent), port=0) as absent_server,
+        httpx.Client() as client,
+    ):
         headers = {"Authorization": f"Bearer {NARROW}"}
         routes = {
             "TOOL_CALL": ("", lambda tool: {"name": "TOOL_CALL", "arguments": {"tool_name": tool, "arguments": {}}}),
             "direct": ("?mode=direct", lambda tool: {"name": tool, "arguments": {}}),
         }
+        series = {
+            "hidden": (hiding_server, hidden),
+            "absent": (absent_server, hidden),
+            "made-up": (hiding_server, unknown),
+        }
         for route, (query, params) in routes.items():
-            times: dict[str, list[float]] = {hidden: [], unknown: []}
-            for index in range(rounds + 20):  # the first 20 warm the connection and the policy's surface
-                order = (hidden, unknown) if index % 2 else (unknown, hidden)
-                for tool in order:
+            times: dict[str, list[float]] = {label: [] for label in series}
+            for index in range(rounds + 20):  # the first 20 warm the connections and the policy's surface
+                labels = list(series)
+                for label in labels[index % 3 :] + labels[: index % 3]:  # each series first in turn
+                    server, tool = series[label]
                     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params(tool)}
                     started = time.perf_counter()
                     response = client.post(server.url + query, json=body, headers=headers, timeout=30)
                     elapsed = (time.perf_counter() - started) * 1000
                     assert '"UnknownTool"' in response.text or '"code":-32602' in response.text, response.text[:300]
                     if index >= 20:
-                        times[tool].append(elapsed)
-            delta = statistics.median(times[hidden]) - statistics.median(times[unknown])
-            lines.append(f"{name:<14} {route:<9} hidden  {distribution(times[hidden])}")
-            lines.append(f"{'':<14} {'':<9} unknown {distribution(times[unknown])}   p50 difference {delta:+.3f} ms")
+                        times[label].append(elapsed)
+            median = {label: statistics.median(values) for label, values in times.items()}
+            notes = {
+                "hidden": "",
+                "absent": f"   p50 hidden - absent {median['hidden'] - median['absent']:+.3f} ms",
+                "made-up": f"   p50 hidden - made-up {median['hidden'] - median['made-up']:+.3f} ms",
+            }
+            for number, label in enumerate(series):
+                first = f"{name:<14} {route:<9}" if number == 0 else f"{'':<14} {'':<9}"
+                lines.append(f"{first} {label:<7} {distribution(times[label])}{notes[label]}")
     return lines
 
 
@@ -173,7 +199,7 @@ def main() -> None:
     print(
         f"a call outside the policy vs a name that does not exist, over HTTP, {args.timing_rounds} calls of each (ms)"
     )
-    print("catalog        route     name     p10    p50    p90     p99   mean")
+    print("catalog        route     series    p10    p50    p90     p99   mean")
     for name, path in documents:
         for line in hidden_vs_unknown(name, path, args.timing_rounds):
             print(line)

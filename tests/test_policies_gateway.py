@@ -29,6 +29,8 @@ from progressive_mcp.settings import Settings
 from progressive_mcp.surfaces.endpoint import Endpoint
 from progressive_mcp.surfaces.surface import GatewaySurfaces
 
+pytestmark = pytest.mark.slow  # a gateway of four toy servers, synced twice, for the module: as the other pin tests
+
 MODERN = "2026-07-28"
 MODES = ("progressive", "direct", "hybrid", "code")
 NOW = 1_900_000_000.0  # a frozen clock: no retry of a down server comes due during the tests
