@@ -79,6 +79,11 @@ RESOURCE_METADATA_PATHS = ("/.well-known/oauth-protected-resource", f"/.well-kno
 UPSTREAM_KEY_PLACEHOLDER = (
     "REPLACE_ME: aws secretsmanager put-secret-value --secret-id <this secret> --secret-string <key>"
 )
+# oauth mode's policies secret starts with this (none yet: every signed-in subject may use every tool).
+POLICIES_PLACEHOLDER = (
+    "REPLACE_ME: aws secretsmanager put-secret-value --secret-id <this secret> --secret-string "
+    "'<the policies as JSON, docs/http.md#policies>'"
+)
 RESULTS_PREFIX = "results/"  # where the function writes offloaded results (lambda_fn.aws.RESULTS_PREFIX)
 ENDPOINT_TOKEN_LENGTH = 48
 ALARM_PERIOD = Duration.minutes(5)
@@ -562,6 +567,26 @@ class ProgressiveMcpStack(Stack):
         )
         if config.server_key:  # oauth mode: callers present access tokens, not endpoint tokens
             self._endpoint_tokens()
+        else:  # oauth mode's policies, which have no tokens secret to live beside
+            self._policies_secret()
+
+    def _policies_secret(self) -> None:
+        policies = secretsmanager.Secret(
+            self,
+            "PoliciesSecret",
+            description="progressive-mcp: per-identity policies of OAuth subjects, groups and scopes (JSON)",
+            secret_string_value=SecretValue.unsafe_plain_text(POLICIES_PLACEHOLDER),
+        )
+        self._acknowledge(
+            policies,
+            "AwsSolutions-SMG4",
+            "The policies are the operator's configuration, not a credential: they change when the operator edits "
+            "them (put-secret-value), and instances pick them up within secret_cache_s.",
+        )
+        policies.grant_read(self.role)
+        self.function.add_environment("PMCP_POLICIES_SECRET", policies.secret_arn)
+        self.policies_secret = policies
+        CfnOutput(self, "PoliciesSecretArn", value=policies.secret_arn)
 
     def _endpoint_tokens(self) -> None:
         tokens = secretsmanager.Secret(

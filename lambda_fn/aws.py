@@ -14,6 +14,7 @@ starts as fast as the core alone. Example::
 | `PMCP_RESULT_URL_TTL_S` | `900` | lifetime of the presigned URL to an offloaded result, seconds |
 | `PMCP_UPSTREAM_KEY_SECRET` | none: `ALPHAVANTAGE_API_KEY` | server-key, oauth: secret (name or ARN): upstream key |
 | `PMCP_ENDPOINT_TOKENS_SECRET` | none: `PMCP_ENDPOINT_TOKENS` | server-key: secret (name or ARN): tokens, policies |
+| `PMCP_POLICIES_SECRET` | none: the tokens secret's | server-key, oauth: secret (name or ARN): policies |
 | `PMCP_SECRET_CACHE_S` | `300` | how long an instance keeps a secret value before reading it again |
 | `PMCP_INDEX_TABLE` | none: SQLite in /tmp, synced at cold start | the gateway's tool store (with `PMCP_SERVERS`) |
 | `PMCP_INDEX_POLL_S` | `60` | how often an instance looks whether the scheduled sync changed the tool store |
@@ -25,7 +26,9 @@ token, move callers over, then remove the old one. A secret that is empty or sti
 counts as not configured: tool calls then say the operator must set a key, or every request gets 401. The tokens
 secret's JSON form may carry the per-identity policies beside them, `{"tokens": [...], "policies": {...}}` (see
 progressive_mcp.policies), so they rotate together; malformed policies there make every request a 503 (logged
-with the entry's digest and field) until fixed. Request rates are counted in the cache table when there is one.
+with the entry's digest and field) until fixed. In oauth mode (no tokens secret) the policies have a secret of their
+own, `PMCP_POLICIES_SECRET`: the policies document as JSON, or `{"policies": {...}}`; when set in server-key mode it
+replaces the tokens secret's. Request rates are counted in the cache table when there is one.
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ ENV_RESULTS_BUCKET = "PMCP_RESULTS_BUCKET"
 ENV_RESULT_URL_TTL_S = "PMCP_RESULT_URL_TTL_S"
 ENV_UPSTREAM_KEY_SECRET = "PMCP_UPSTREAM_KEY_SECRET"
 ENV_ENDPOINT_TOKENS_SECRET = "PMCP_ENDPOINT_TOKENS_SECRET"
+ENV_POLICIES_SECRET = "PMCP_POLICIES_SECRET"
 ENV_SECRET_CACHE_S = "PMCP_SECRET_CACHE_S"
 ENV_INDEX_TABLE = "PMCP_INDEX_TABLE"
 ENV_INDEX_POLL_S = "PMCP_INDEX_POLL_S"
@@ -342,6 +346,32 @@ def policies_provider(
     return lambda: parse(fetch())
 
 
+def named_policies_provider(
+    secret_id: str, max_age_s: int, fallback: PolicySet | None, *, secrets: SecretsProvider | None = None
+) -> Callable[[], PolicySet | None]:
+    """A provider of the per-identity policies held in a secret of their own (PMCP_POLICIES_SECRET; `fallback`, the
+    environment's, while it is empty or the placeholder): how oauth mode, which has no tokens secret, rotates them."""
+    fetch = _fetcher(secret_id, max_age_s, secrets)
+    parse = _Parsed(lambda text: parse_named_policies(secret_id, text, fallback))
+    return lambda: parse(fetch())
+
+
+def parse_named_policies(secret_id: str, text: str, fallback: PolicySet | None) -> PolicySet | None:
+    """The policies in a policies secret: the document as JSON, or `{"policies": {...}}`; ConfigError (logged) when
+    malformed, `fallback` when not configured."""
+    text = text.strip()
+    if not text or _is_placeholder(text):
+        return fallback
+    data = _json_or_none(text)
+    try:
+        if not isinstance(data, dict):
+            raise ConfigError("policies: the policies secret must hold a JSON object (the policies document)")
+        return parse_policies(data["policies"] if set(data) == {"policies"} else data)
+    except ConfigError as exc:
+        logger.error("the policies secret's policies are refused: %s", exc, extra={"secret_id": secret_id})
+        raise
+
+
 def parse_secret_policies(secret_id: str, text: str, fallback: PolicySet | None) -> PolicySet | None:
     """The policies in a tokens secret's JSON object; ConfigError (logged, never holding a token) when malformed."""
     data = _json_or_none(text.strip()) if text.strip().startswith("{") else None
@@ -452,16 +482,18 @@ def endpoint_from_environment(
     url_ttl_s = _int(env, ENV_RESULT_URL_TTL_S, DEFAULT_RESULT_URL_TTL_S, 1, MAX_PRESIGNED_URL_TTL_S)
     key_secret = _text(env, ENV_UPSTREAM_KEY_SECRET)
     tokens_secret = _text(env, ENV_ENDPOINT_TOKENS_SECRET)
+    named_policies = _text(env, ENV_POLICIES_SECRET)
     secret_cache_s = _int(env, ENV_SECRET_CACHE_S, DEFAULT_SECRET_CACHE_S, 0, 86400)
     if settings.auth_mode == "passthrough" and (key_secret or tokens_secret):
         logger.warning(
             "secrets are only read in server-key and oauth auth modes; ignored", extra={"auth_mode": settings.auth_mode}
         )
-        key_secret = tokens_secret = None
+        key_secret = tokens_secret = named_policies = None
     if settings.auth_mode == "oauth" and tokens_secret:  # access tokens replace the static endpoint tokens
         logger.warning("the endpoint tokens secret is not read in oauth auth mode; ignored")
         tokens_secret = None
-    policies_secret = tokens_secret  # the policies live beside the tokens (oauth: PMCP_POLICIES on the function)
+    # The policies live beside the tokens, or in a secret of their own (oauth mode's, which has no tokens secret).
+    policies_secret = named_policies or tokens_secret
     if not settings.cache:
         table = None
     index_table = _text(env, ENV_INDEX_TABLE) if settings.servers_path else None
@@ -491,8 +523,9 @@ def endpoint_from_environment(
         tokens_provider(tokens_secret, secret_cache_s, secrets=secrets) if tokens_secret else None
     )
     if policies_secret:
+        provider = named_policies_provider if named_policies else policies_provider
         endpoint_options = {
-            "policies": policies_provider(policies_secret, secret_cache_s, settings.policies, secrets=secrets),
+            "policies": provider(policies_secret, secret_cache_s, settings.policies, secrets=secrets),
             **endpoint_options,
         }
     if table:

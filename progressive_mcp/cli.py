@@ -259,6 +259,16 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="WARNING", help="log level (stdio: WARNING, to stderr; serve: INFO)")
 
 
+def add_policy_flag(parser: argparse.ArgumentParser) -> None:
+    """stdio's `--policy NAME`: which entry of the policies (PMCP_POLICIES_FILE, PMCP_POLICIES) the local user is."""
+    parser.add_argument(
+        "--policy",
+        metavar="NAME",
+        help="with PMCP_POLICIES_FILE or PMCP_POLICIES: serve the tools of the entry whose `name` is NAME, at its "
+        "rate (env PMCP_POLICY; default: the policies' default, which must not be deny); docs/configuration.md",
+    )
+
+
 def add_gateway_flags(parser: argparse.ArgumentParser, *, required: bool = False, serves: bool = True) -> None:
     """`--servers` and `--index`; `serves`: the command serves the tools (a spec beside them), not only syncs."""
     what = (
@@ -413,6 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     stdio = commands.add_parser("stdio", help="run the MCP server over stdio")
     add_server_flags(stdio)
+    add_policy_flag(stdio)
     stdio.set_defaults(func=_stdio)
 
     if serve_available():  # a wheel install has no lambda_fn/: its help does not offer what cannot run

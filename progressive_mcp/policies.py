@@ -73,16 +73,21 @@ class Policy:
 
     def allows(self, tool: CatalogTool) -> bool:
         """Whether the tool is visible to this policy (before its premium argument values are stripped)."""
-        if self.categories is not None and tool.category not in self.categories:
+        read_only = bool(tool.annotations.get("readOnlyHint", False))
+        return self.allows_named(tool.name, tool.category, read_only=read_only, premium=tool.premium)
+
+    def allows_named(self, name: str, category: str, *, read_only: bool = False, premium: bool = False) -> bool:
+        """Whether a tool of this name and category (read-only, premium as said) is visible to this policy."""
+        if self.categories is not None and category not in self.categories:
             return False
-        name = tool.name.casefold()
+        name = name.casefold()
         if self.tools and not any(fnmatch.fnmatchcase(name, p.casefold()) for p in self.tools):
             return False
         if any(fnmatch.fnmatchcase(name, p.casefold()) for p in self.deny):
             return False
-        if self.read_only and not tool.annotations.get("readOnlyHint", False):
+        if self.read_only and not read_only:
             return False
-        return self.premium or not tool.premium
+        return self.premium or not premium
 
 
 ALLOW_ALL = Policy(label="allow-all")
@@ -104,8 +109,11 @@ class _Entry:
     kind: str  # one of MATCH_FIELDS
     values: tuple[str, ...]  # token digest prefixes, or the one subject / group / scope
     policy: Policy
+    name: str | None = None  # the operator's name for the entry (what `--policy NAME` picks on stdio)
 
     def matches(self, caller: Caller) -> bool:
+        if self.kind == "name":  # an entry only a one-user process picks by name (`--policy NAME`)
+            return False
         if self.kind == "token":
             return caller.token_digest is not None and any(caller.token_digest.startswith(v) for v in self.values)
         if self.kind == "subject":
@@ -130,6 +138,22 @@ class PolicySet:
             if entry.matches(caller):
                 return entry.policy
         return self.default
+
+    def named(self, name: str) -> Policy:
+        """The policy of the entry called `name`, or the default for "default": how a one-user process (stdio), whose
+        caller no token or access token names, picks its policy. ConfigError for a name no entry has."""
+        if name == "default":
+            if self.default is None:
+                raise ConfigError("policies: the default is deny, so `--policy default` would hide every tool")
+            return self.default
+        for entry in self.entries:
+            if entry.name == name:
+                return entry.policy
+        names = sorted({e.name for e in self.entries if e.name} | ({"default"} if self.default else set()))
+        raise ConfigError(
+            f"policies: no entry is named {name[:60]!r} (the entries' `name` field); named: "
+            f"{', '.join(names) or 'none'}"
+        )
 
     def policies(self) -> Iterable[Policy]:
         yield from (e.policy for e in self.entries)
@@ -190,11 +214,17 @@ def _entry(index: int, raw: Any) -> _Entry:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"policies: {where} must be an object naming one of {', '.join(MATCH_FIELDS)}")
     kinds = [k for k in MATCH_FIELDS if k in raw]
-    if len(kinds) != 1:
-        raise ConfigError(f"policies: {where} must name exactly one of {', '.join(MATCH_FIELDS)} (it names {kinds})")
-    kind = kinds[0]
-    value = raw[kind]
-    if kind == "token":
+    if len(kinds) > 1 or (not kinds and not isinstance(raw.get("name"), str)):
+        raise ConfigError(
+            f"policies: {where} must name exactly one of {', '.join(MATCH_FIELDS)} (it names {kinds}), or only a "
+            "`name` (an entry for stdio's --policy NAME)"
+        )
+    kind = kinds[0] if kinds else "name"
+    value = raw.get(kind)
+    if kind == "name":
+        values: tuple[str, ...] = ()
+        label = where  # `_policy` adds the name
+    elif kind == "token":
         items = value if isinstance(value, list) else [value]
         prefixes = []
         for item in items:
@@ -220,7 +250,7 @@ def _entry(index: int, raw: Any) -> _Entry:
     name = raw.get("name")
     if name is not None and not isinstance(name, str):
         raise ConfigError(f"policies: {label} (field name) must be a string")
-    return _Entry(kind, values, _policy(label, raw))
+    return _Entry(kind, values, _policy(label, raw), name.strip() if name else None)
 
 
 def _policy(label: str, raw: Mapping[str, Any]) -> Policy:
@@ -315,6 +345,24 @@ def narrow_catalog(catalog: Catalog, policy: Policy) -> Catalog:
     present = {t.category for t in tools}
     categories = {name: text for name, text in catalog.categories.items() if name in present}
     return Catalog.build(catalog.api, categories, tuple(tools), catalog.vocabulary)
+
+
+def shows_withheld(policy: Policy, name: str, categories: Collection[str]) -> bool:
+    """Whether a gateway's withheld tool (pinned, awaiting approval) may be named to a caller of `policy`. Only its
+    name and server are known (its definition is untrusted and unread), so it is named only when the policy shows a
+    tool of that name in each of its server's `categories` whatever the definition says: not read-only (gateway
+    tools are never premium)."""
+    return policy.unrestricted or all(policy.allows_named(name, c) for c in categories)
+
+
+def shows_unknown_server(policy: Policy, categories: Collection[str]) -> bool:
+    """Whether a server behind the gateway none of whose tools is known (down since before its first sync) may be
+    named to a caller of `policy`: only when the policy gives one of its `categories` by name and hides nothing
+    else by name or annotation (a server with known tools is named when one of them is visible)."""
+    if policy.unrestricted:
+        return True
+    named = policy.categories is not None and bool(policy.categories.intersection(categories))
+    return named and not policy.tools and not policy.deny and not policy.read_only
 
 
 def _unmentioned(tool: CatalogTool, mention: re.Pattern[str]) -> CatalogTool:

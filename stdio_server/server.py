@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from progressive_mcp.cli import add_server_flags
+from progressive_mcp.cli import add_policy_flag, add_server_flags
 from progressive_mcp.surfaces.stdio import build_server, run, serve
 
 __all__ = ["build_server", "main", "parse_args", "serve"]
@@ -18,6 +18,7 @@ __all__ = ["build_server", "main", "parse_args", "serve"]
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m stdio_server", description="progressive-mcp over stdio")
     add_server_flags(parser)
+    add_policy_flag(parser)
     return parser
 
 

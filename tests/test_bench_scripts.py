@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -225,7 +226,25 @@ def test_dense_benchmarks_run_end_to_end(script: str, args: list[str], expected:
 
 
 def test_policies_benchmark_runs() -> None:
-    done = run_bench("policies.py", "--repeat", "2", "--only", "alphavantage", timeout=100)
+    done = run_bench("policies.py", "--repeat", "2", "--only", "alphavantage", "--timing-rounds", "3", timeout=100)
 
     assert done.returncode == 0, done.stderr
     assert "alphavantage     128     127" in done.stdout  # read_only keeps all 128 reads; the deny hides one
+    # The timing class of a hidden tool's call against a made-up name's, both distributions, over HTTP.
+    assert "a call outside the policy vs a name that does not exist, over HTTP, 3 calls of each" in done.stdout
+    for route in ("TOOL_CALL", "direct"):
+        assert re.search(rf"^alphavantage +{route} +hidden +[\d.]+ ", done.stdout, re.M), done.stdout
+    for series in ("absent", "made-up"):  # the same name where it never was, and another name
+        found = re.findall(rf"^ +{series} +[\d.]+ .*p50 hidden - {series} [+-][\d.]+ ms$", done.stdout, re.M)
+        assert len(found) == 2, done.stdout
+
+
+def test_the_asset_benchmark_says_what_the_oauth_extra_weighs() -> None:
+    done = run_bench("asset.py", "--only", "oauth", timeout=900)
+
+    assert done.returncode == 0, done.stderr
+    assert re.search(
+        r"^  oauth +unzipped +[\d.]+ MB \([\d,]+ bytes\), [+-][\d.]+ MB against the 60 MB budget$", done.stdout, re.M
+    )
+    assert re.search(r"^ +[\d.]+ MB  cryptography$", done.stdout, re.M), done.stdout  # the weight is named
+    assert re.search(r"^ +[\d.]+ MB  jwt$", done.stdout, re.M), done.stdout

@@ -1087,18 +1087,24 @@ def test_snap_start_is_a_switch_that_needs_python_3_12(monkeypatch: pytest.Monke
 
 def test_oauth_mode_keeps_the_upstream_key_secret_and_no_endpoint_tokens(synths: dict[str, Synth]) -> None:
     oauth = synths["oauth"]
-    (secret_id, secret), *others = oauth.resources("AWS::SecretsManager::Secret").items()
-    assert others == [] and secret_id == oauth.logical_id(oauth.stack.upstream_key_secret)
-    assert secret["Properties"]["SecretString"] == UPSTREAM_KEY_PLACEHOLDER
+    secrets = oauth.resources("AWS::SecretsManager::Secret")
+    secret_id = oauth.logical_id(oauth.stack.upstream_key_secret)
+    policies_id = oauth.logical_id(oauth.stack.policies_secret)
+    assert set(secrets) == {secret_id, policies_id}
+    assert secrets[secret_id]["Properties"]["SecretString"] == UPSTREAM_KEY_PLACEHOLDER
+    # The policies of OAuth identities: a secret of their own, a placeholder until the operator writes them.
+    assert secrets[policies_id]["Properties"]["SecretString"].startswith("REPLACE_ME")
     env = oauth.environment()
     assert env["PMCP_AUTH_MODE"] == "oauth"
     assert env["PMCP_OAUTH_ISSUER"] == OAUTH_ISSUER
     assert env["PMCP_OAUTH_SCOPES"] == "mcp:tools,mcp:read"
     assert "PMCP_OAUTH_AUDIENCE" not in env  # each request's own URL, the API's
     assert env["PMCP_UPSTREAM_KEY_SECRET"] == {"Ref": secret_id}
+    assert env["PMCP_POLICIES_SECRET"] == {"Ref": policies_id}
     assert "PMCP_ENDPOINT_TOKENS_SECRET" not in env
-    assert [s["Resource"] for s in oauth.statements_with("secretsmanager:")] == [{"Ref": secret_id}]
-    assert "EndpointTokensSecretArn" not in oauth.json["Outputs"]
+    granted = [s["Resource"] for s in oauth.statements_with("secretsmanager:")]
+    assert sorted(granted, key=json.dumps) == sorted([{"Ref": secret_id}, {"Ref": policies_id}], key=json.dumps)
+    assert "EndpointTokensSecretArn" not in oauth.json["Outputs"] and "PoliciesSecretArn" in oauth.json["Outputs"]
     assert "SetUpstreamKeyCommand" in oauth.json["Outputs"]
 
 

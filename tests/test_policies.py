@@ -716,3 +716,55 @@ def test_each_policy_surface_is_built_once_per_variant(
     ask("deny")
     ask("deny", "mode=direct")
     assert len(narrowed) == 2
+
+
+# Unblanked: the reference endpoint serves the very catalog the policy leaves, so even catalog versions, content
+# hashes and `_meta` must agree; the one difference allowed is none.
+HIDDEN_ROUTES: list[tuple[str, dict[str, Any], str]] = [
+    ("tools/call", {"name": "FX_DAILY", "arguments": {"from_symbol": "EUR", "to_symbol": "USD"}}, "mode=direct"),
+    ("tools/call", {"name": "TOOL_CALL", "arguments": {"tool_name": "FX_DAILY", "arguments": {}}}, ""),
+    ("tools/call", {"name": "TOOL_GET", "arguments": {"tool_name": ["FX_DAILY", "FX_WEEKLY"]}}, ""),
+    ("tools/call", {"name": "TOOL_GET", "arguments": {"tool_name": "FX_DAILY", "format": "python"}}, "mode=code"),
+    ("tools/call", {"name": "TOOL_SEARCH", "arguments": {"query": "FX_DAILY", "limit": 20}}, ""),
+    ("tools/call", {"name": "TOOL_EXECUTE", "arguments": {"code": "await FX_DAILY(from_symbol='EUR')"}}, "mode=code"),
+    ("tools/list", {}, "mode=hybrid"),
+]
+
+
+@pytest.mark.parametrize(("method", "params", "query"), HIDDEN_ROUTES)
+def test_a_hidden_tool_and_an_absent_one_take_one_code_path_to_the_same_bytes(
+    upstream: SampleUpstream, method: str, params: dict[str, Any], query: str
+) -> None:
+    """The same request by a caller whose policy hides FX_DAILY and FX_WEEKLY, and by a caller of an endpoint that
+    serves, without any policy, exactly the catalog that policy leaves: byte-identical HTTP bodies and statuses in
+    both protocol eras, `_meta`, catalog versions and error data included."""
+    from progressive_mcp.surfaces.endpoint import HttpRequest
+    from progressive_mcp.surfaces.surface import Surface
+
+    document = {"identities": [{"token": digest(TOKENS["deny"]), "deny": ["FX_DAILY", "FX_WEEKLY"]}]}
+    hiding = Endpoint.from_settings(policy_settings(upstream, document, endpoint_tokens=(TOKENS["deny"],)))
+    policy = parse_policies(document).entries[0].policy
+    plain = Settings.from_env(
+        {}, upstream_url=upstream.url, cache=False, auth_mode="server-key", endpoint_tokens=(TOKENS["deny"],),
+        api_key=SERVER_KEY,
+    )  # fmt: skip
+    absent = Endpoint(Surface(narrow_catalog(load_catalog(None), policy), upstream=hiding.surface.upstream), plain)
+
+    def ask(endpoint: Endpoint, modern: bool) -> tuple[int, bytes]:
+        body: dict[str, Any] = {"jsonrpc": "2.0", "id": 5, "method": method, "params": dict(params)}
+        headers = {"Authorization": f"Bearer {TOKENS['deny']}", "Content-Type": "application/json"}
+        if modern:
+            body["params"]["_meta"] = {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+            headers.update({"MCP-Protocol-Version": MODERN, "Mcp-Method": method})
+            if method == "tools/call":
+                headers["Mcp-Name"] = params["name"]
+        response = endpoint.handle(
+            HttpRequest.build("POST", "/mcp", query=query, headers=headers, body=json.dumps(body))
+        )
+        return response.status, response.body
+
+    for modern in (False, True):
+        assert ask(hiding, modern) == ask(absent, modern), (method, params, query, modern)

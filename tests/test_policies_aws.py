@@ -114,3 +114,42 @@ def test_the_dynamodb_counter_is_shared_by_instances(aws: None) -> None:
     assert first.hit("token:other", 3) is None
     clock.now += 45  # the next minute: a new window
     assert second.hit("token:abc", 3) is None
+
+
+def test_oauth_policies_come_from_their_own_secret_and_rotate(aws: None, upstream: SampleUpstream) -> None:
+    """oauth mode has no tokens secret: PMCP_POLICIES_SECRET holds the policies (as the stack's oauth mode makes
+    it); the placeholder means none yet (the environment's, here none: every subject may use every tool), a written
+    document applies within the secret cache time (0 here), a malformed one is a 503 logged with the field."""
+    from oauth_issuer import loopback_issuer
+
+    create_table()
+    create_bucket()
+    create_secret("pmcp/upstream-key", json.dumps({"api_key": UPSTREAM_KEY}))
+    create_secret("pmcp/policies", "REPLACE_ME: aws secretsmanager put-secret-value --secret-id <this secret> ...")
+    resource = "https://r2d2c3po9x.execute-api.us-east-1.amazonaws.com/mcp"
+    with loopback_issuer() as issuer:
+        env = {
+            **server_key_env(upstream, PMCP_SECRET_CACHE_S="0", PMCP_POLICIES_SECRET="pmcp/policies"),
+            "PMCP_AUTH_MODE": "oauth",
+            "PMCP_OAUTH_ISSUER": issuer.url,
+        }
+        handle = make_handler(endpoint_from_environment(env, session=session()))
+        desk = issuer.mint(resource, sub="fx-desk-user")
+        other = issuer.mint(resource, sub="someone-else")
+        assert len(categories(listed(handle, desk))) > 2  # the placeholder: no policies yet
+        put_secret(
+            "pmcp/policies",
+            json.dumps({"identities": [{"subject": "fx-desk-user", "categories": ["forex"], "rate": 2}]}),
+        )
+        assert categories(listed(handle, desk)) == ["forex"]
+        assert listed(handle, other)["statusCode"] == 403  # default deny: no entry, no tools
+        third = listed(handle, desk)
+        if third["statusCode"] == 200:  # the minute turned between the requests
+            listed(handle, desk)
+            third = listed(handle, desk)
+        assert third["statusCode"] == 429 and "Retry-After" in third["headers"]
+        # Rotation in one write, in the {"policies": ...} form too.
+        put_secret("pmcp/policies", json.dumps({"policies": {"default": {"categories": ["crypto"]}}}))
+        assert categories(listed(handle, other)) == ["crypto"]
+        put_secret("pmcp/policies", json.dumps({"identities": [{"subject": "x", "rate": "fast"}]}))
+        assert listed(handle, other)["statusCode"] == 503

@@ -956,7 +956,9 @@ class Endpoint:
         catalog (see `_policy_surface`), then `?mode=` and `?categories=` choose a variant of it (each built once,
         then cached per policy and variant). `?categories=` can only narrow."""
         base = self._policy_surface(policy)
-        policy_key = None if base is self.surface else base.catalog.version
+        # The policy's own key beside its tools: two policies with the same tools may still name different withheld
+        # tools or unavailable servers of a gateway (`Surface.withheld_entries`).
+        policy_key = None if base is self.surface else (base.catalog.version, base.policy.key if base.policy else None)
         mode_arg = query.get("mode")
         categories_arg = query.get("categories")
         fallback_arg = query.get("fallback")
@@ -1014,7 +1016,7 @@ class Endpoint:
                 self._surfaces.move_to_end(key)
                 return found
         narrowed = narrow_catalog(default.catalog, policy)
-        return self._keep_surface(key, default.narrowed(narrowed, None))
+        return self._keep_surface(key, default.narrowed(narrowed, None, policy=policy))
 
     def _keep_surface(self, variant_key: tuple[Any, ...], built: Surface) -> Surface:
         """Cache a built surface (the first one built wins a race), evicting the oldest past MAX_SURFACE_VARIANTS."""
@@ -1069,7 +1071,7 @@ class Endpoint:
         return HttpResponse(rej.status, headers, body, exchange)
 
 
-def _variant_key(surface: Surface, policy_key: str | None = None) -> tuple[Any, ...]:
+def _variant_key(surface: Surface, policy_key: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
     """A surface's key among the endpoint's variants: the policy's key (None: unrestricted) and what the URL asked
     for (`auto`, not what it picked)."""
     fallback = surface.auto_fallback if surface.requested_mode == AUTO else None

@@ -56,7 +56,8 @@ from progressive_mcp.upstream_auth import KEY_FORMAT_ENV, choose_auth, secret_fo
 if TYPE_CHECKING:
     import mcp_types as types
 
-    from progressive_mcp.gateway.gateway import Gateway
+    from progressive_mcp.gateway.gateway import Gateway, ServerDown
+    from progressive_mcp.policies import Policy
 
 logger = logging.getLogger(__name__)
 
@@ -120,9 +121,11 @@ class Surface:
         gateway: Gateway | None = None,
         auto_direct_tokens: int = DEFAULT_AUTO_DIRECT_TOKENS,
         auto_fallback: AutoFallback = "progressive",
+        policy: Policy | None = None,
     ) -> None:
         """`gateway`: the MCP servers whose tools the catalog holds (calls to them go there); `cache` keeps upstream
-        answers (None: no cache); `results` takes full answers too large to show;
+        answers (None: no cache); `results` takes full answers too large to show; `policy`: the caller's, which
+        narrowed `catalog` (None: none), and which the gateway's withheld tools and down servers pass too;
         `direct_definitions` is the shared store of catalog tools' wire definitions (see `variant`); mode `auto`
         becomes direct or `auto_fallback` here, by `auto_direct_tokens` (see surfaces/auto.py)."""
         unknown = sorted((categories or frozenset()) - set(catalog.categories))
@@ -132,6 +135,7 @@ class Surface:
             )
         self.catalog = catalog
         self.gateway = gateway
+        self.policy = policy
         # The secrets of every server behind the gateway: no answer, error or log line shows one.
         self._server_secrets = Secrets.of(*gateway.config.secrets, basic_parts=False) if gateway else Secrets.of()
         protect_logs(self._server_secrets, self)
@@ -295,10 +299,11 @@ class Surface:
             gateway=self.gateway,
             auto_direct_tokens=self.auto_direct_tokens,
             auto_fallback=auto_fallback or self.auto_fallback,
+            policy=self.policy,
         )
 
-    def narrowed(self, catalog: Catalog, categories: frozenset[str] | None) -> Surface:
-        """This surface over a narrower catalog (a policy's, see `progressive_mcp.policies.narrow_catalog`): its own
+    def narrowed(self, catalog: Catalog, categories: frozenset[str] | None, *, policy: Policy | None = None) -> Surface:
+        """This surface over a narrower catalog (`policy`'s, see `progressive_mcp.policies.narrow_catalog`): its own
         search index and definitions, the same upstream, caches and sandbox; `auto` decides again on its tools."""
         return Surface(
             catalog,
@@ -316,7 +321,20 @@ class Surface:
             gateway=self.gateway,
             auto_direct_tokens=self.auto_direct_tokens,
             auto_fallback=self.auto_fallback,
+            policy=policy,
         )
+
+    def under(self, policy: Policy) -> Surface:
+        """This surface as `policy` sees it (a one-user process's, stdio): over the catalog narrowed to the tools the
+        policy allows within this surface's categories; this surface itself for a policy that hides nothing."""
+        from progressive_mcp.policies import narrow_catalog
+
+        if policy.unrestricted:
+            return self
+        if self.categories is not None:  # PMCP_CATEGORIES still applies: the policy only narrows it
+            within = self.categories if policy.categories is None else self.categories & policy.categories
+            policy = replace(policy, categories=within)
+        return self.narrowed(narrow_catalog(self.catalog, policy), None, policy=policy)
 
     @property
     def instructions(self) -> str:
@@ -402,13 +420,14 @@ class Surface:
         handler = self._discovery.get(name) if self.mode != "direct" else None
         try:
             if handler is not None:
-                if name == TOOL_GET and self.gateway is not None and self.gateway.withheld:
+                withheld = self.withheld_entries()
+                if name == TOOL_GET and withheld:
                     payload = self._tool_get_beside_withheld(handler, args)
                 else:
                     payload = handler(args)
-                if name == TOOL_LIST and self.gateway is not None and self.gateway.withheld:
-                    payload = {**payload, "withheld": self.gateway.withheld}
-                if name == TOOL_LIST and self.gateway is not None and (down := self.gateway.unavailable()):
+                if name == TOOL_LIST and withheld:
+                    payload = {**payload, "withheld": withheld}
+                if name == TOOL_LIST and (down := self.unavailable_servers()):
                     payload = {**payload, "unavailable": [d.as_json() for d in down]}
                 return _result(payload)
             if name == TOOL_CALL and self.mode in ("progressive", "hybrid"):
@@ -676,7 +695,7 @@ class Surface:
         category = args.get("category") if name == TOOL_LIST else None
         if self.gateway is None or not isinstance(category, str):
             return None
-        down = next((d for d in self.gateway.unavailable() if d.server == category.strip()), None)
+        down = next((d for d in self.unavailable_servers() if d.server == category.strip()), None)
         if down is None:
             return None
         return ToolError(
@@ -686,9 +705,7 @@ class Surface:
 
     def _withheld_errors(self) -> dict[str, ToolWithheld]:
         """The gateway's withheld tools by name, each as the error that says why and how it gets approved."""
-        if self.gateway is None:
-            return {}
-        return {w["name"]: ToolWithheld(w["name"], w["reason"], w["hash"]) for w in self.gateway.withheld}
+        return {w["name"]: ToolWithheld(w["name"], w["reason"], w["hash"]) for w in self.withheld_entries()}
 
     def _tool_get_beside_withheld(
         self, handler: Callable[[dict[str, Any]], dict[str, Any]], args: dict[str, Any]
@@ -718,8 +735,45 @@ class Surface:
         stays as it is."""
         if not isinstance(exc, UnknownTool) or self.gateway is None:
             return exc
-        entry = next((w for w in self.gateway.withheld if w["name"] == exc.name), None)
+        entry = next((w for w in self.withheld_entries() if w["name"] == exc.name), None)
         return exc if entry is None else ToolWithheld(exc.name, entry["reason"], entry["hash"])
+
+    def withheld_entries(self) -> list[dict[str, str]]:
+        """The gateway's withheld tools this surface may name: under a policy, only those it would show once approved
+        (`policies.shows_withheld`); a hidden one is unknown here, as a tool that does not exist."""
+        if self.gateway is None:
+            return []
+        withheld = self.gateway.withheld
+        if self.policy is None or not withheld:
+            return withheld
+        from progressive_mcp.policies import shows_withheld
+
+        return [w for w in withheld if shows_withheld(self.policy, w["name"], self._server_categories(w["server"]))]
+
+    def unavailable_servers(self) -> list[ServerDown]:
+        """The gateway's servers that are down, as this surface may name them: under a policy, a server one of whose
+        known tools it shows (`policies.shows_unknown_server` for one with none known)."""
+        if self.gateway is None:
+            return []
+        down = self.gateway.unavailable()
+        if self.policy is None or not down:
+            return down
+        from progressive_mcp.policies import shows_unknown_server
+
+        known = {t.server for t in self.gateway.catalog.tools}
+        visible = {t.server for t in self.catalog.tools}
+        return [
+            d
+            for d in down
+            if d.server in visible
+            or (d.server not in known and shows_unknown_server(self.policy, self._server_categories(d.server)))
+        ]
+
+    def _server_categories(self, server: str) -> list[str]:
+        """The categories a server's tools may fall in: the server's own, and its servers-file categories."""
+        assert self.gateway is not None
+        config = next((s for s in self.gateway.config.servers if s.name == server), None)
+        return [server, *(f"{server}/{name}" for name in (config.categories if config else {}))]
 
 
 class GatewaySurfaces:
