@@ -98,7 +98,6 @@ def test_make_test_leaves_out_the_slow_tests_and_ci_runs_them_too() -> None:
     assert "make test" in ci and "make test-slow" in ci  # CI runs every test it ran before
 
 
-
 def test_make_builds_the_venv_with_uv_and_keeps_every_check() -> None:
     """A fresh clone's first `make test` builds .venv: uv (pinned as the dev extra pins it, installed by pip so
     nothing is needed by hand) installs it, bytecode is written once and kept, and the test recipe still runs ruff,
