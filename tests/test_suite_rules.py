@@ -210,3 +210,35 @@ def test_own_group(server): pass
         "test_alone": [],
         "test_own_group": ["a document"],
     }
+
+
+@pytest.mark.spawns  # two xdist workers: the grouping happens only in a real distributed run
+def test_make_tests_xdist_groups_each_run_on_one_worker(pytester: pytest.Pytester) -> None:
+    """`--dist loadgroup` keeps a group on one worker (rules 3 and 4 depend on it): a module fixture's tests and an
+    explicit group each see a single worker."""
+    pytester.makeconftest((TESTS / "conftest.py").read_text())
+    pytester.makepyfile(
+        test_grouped="""
+import os
+import pytest
+
+@pytest.fixture(scope="module")
+def server():
+    with open("module.log", "a") as log:
+        log.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+
+@pytest.mark.parametrize("case", range(8))
+def test_module_fixture(server, case):
+    pass
+
+@pytest.mark.xdist_group("a document")
+@pytest.mark.parametrize("case", range(8))
+def test_explicit_group(case):
+    with open("explicit.log", "a") as log:
+        log.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+"""
+    )
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=16)
+    assert len((pytester.path / "module.log").read_text().split()) == 1  # the fixture was made once
+    assert len(set((pytester.path / "explicit.log").read_text().split())) == 1
