@@ -7,6 +7,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
+# uv installs .venv's packages (pip, which also compiles every module installed, took ~2 CPU-minutes for make
+# test's extras; docs/development.md). pip installs uv itself, so a fresh machine needs nothing by hand; pyproject's
+# dev extra holds the same pin.
+UV := $(VENV)/bin/uv
+UV_REQUIREMENT := uv>=0.13,<0.14
+# uv writes no bytecode, so a module is compiled by its first import and kept; with PYTHONDONTWRITEBYTECODE set,
+# every process (each xdist worker, each server a test starts) would compile all it imports again.
+unexport PYTHONDONTWRITEBYTECODE
 SAMPLE_PORT ?= 8765
 PORT ?= 8000
 
@@ -14,13 +22,14 @@ PORT ?= 8000
 
 $(BASE_STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	@$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	@test -x $(UV) || $(PY) -m pip install --quiet --disable-pip-version-check '$(UV_REQUIREMENT)'
+	@$(UV) pip install --quiet --python $(PY) --upgrade pip
+	@$(UV) pip install --quiet --python $(PY) -e .
 	@$(PY) -c "import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()['purelib'], 'progressive_mcp_clone.pth').write_text(str(pathlib.Path.cwd()) + '\n')"
 	@touch $(BASE_STAMP)
 
 $(STAMP): $(BASE_STAMP)
-	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,aws,infra,semantic]'
+	@$(UV) pip install --quiet --python $(PY) -e '.[dev,aws,infra,semantic]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -30,10 +39,12 @@ demo: $(BASE_STAMP)
 
 # `test`: lint, types, and every test not marked `slow`, on every core (pytest-xdist); `test-slow`: the end-to-end,
 # fuzz, scale and packaging suites marked `slow` (CI runs both: .ci/run). No test asserts a duration (bench/ does).
+# mypy runs on one core while a first collection on the other writes the bytecode and pytest's rewritten test
+# modules (docs/development.md#what-make-test-runs), which each xdist worker then reads instead of making again.
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy & mypy=$$!; $(PY) -m pytest -q --collect-only -m "not slow" -p no:xdist >/dev/null 2>&1; wait $$mypy
 	$(PY) -m pytest -q -m "not slow" -n auto --dist loadgroup
 
 test-slow: $(STAMP)

@@ -98,6 +98,31 @@ def test_make_test_leaves_out_the_slow_tests_and_ci_runs_them_too() -> None:
     assert "make test" in ci and "make test-slow" in ci  # CI runs every test it ran before
 
 
+def test_make_builds_the_venv_with_uv_and_keeps_every_check() -> None:
+    """A fresh clone's first `make test` builds .venv: uv (pinned as the dev extra pins it, installed by pip so
+    nothing is needed by hand) installs it, bytecode is written once and kept, and the test recipe still runs ruff,
+    ruff format, mypy and pytest, stopping on any failure (docs/development.md#what-make-test-runs)."""
+    import re
+    import tomllib
+
+    root = TESTS.parent
+    makefile = (root / "Makefile").read_text()
+    recipes = dict(re.findall(r"^([$()\w.-]+):.*\n((?:\t.*\n)+)", makefile, re.M))
+    installs = recipes["$(BASE_STAMP)"] + recipes["$(STAMP)"]
+    assert "$(UV) pip install" in installs
+    assert [line for line in installs.splitlines() if "-m pip install" in line] == [
+        "\t@test -x $(UV) || $(PY) -m pip install --quiet --disable-pip-version-check '$(UV_REQUIREMENT)'"
+    ]
+    [pinned] = re.findall(r"^UV_REQUIREMENT := (.+)$", makefile, re.M)
+    dev = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    assert pinned in dev
+    assert re.search(r"^unexport PYTHONDONTWRITEBYTECODE$", makefile, re.M)
+    test = recipes["test"]
+    for check in ("ruff check .", "ruff format --check .", "/mypy", '-m pytest -q -m "not slow" -n auto'):
+        assert check in test, check
+    assert "wait $$mypy" in test  # a mypy beside the warm-up collection still fails make test
+
+
 @pytest.mark.spawns  # runs a small suite in a pytest process of its own, which then starts processes
 def test_a_test_that_starts_a_process_must_be_marked_slow_or_spawns(pytester: pytest.Pytester) -> None:
     pytester.makeconftest((TESTS / "conftest.py").read_text())
@@ -185,3 +210,35 @@ def test_own_group(server): pass
         "test_alone": [],
         "test_own_group": ["a document"],
     }
+
+
+@pytest.mark.spawns  # two xdist workers: the grouping happens only in a real distributed run
+def test_make_tests_xdist_groups_each_run_on_one_worker(pytester: pytest.Pytester) -> None:
+    """`--dist loadgroup` keeps a group on one worker (rules 3 and 4 depend on it): a module fixture's tests and an
+    explicit group each see a single worker."""
+    pytester.makeconftest((TESTS / "conftest.py").read_text())
+    pytester.makepyfile(
+        test_grouped="""
+import os
+import pytest
+
+@pytest.fixture(scope="module")
+def server():
+    with open("module.log", "a") as log:
+        log.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+
+@pytest.mark.parametrize("case", range(8))
+def test_module_fixture(server, case):
+    pass
+
+@pytest.mark.xdist_group("a document")
+@pytest.mark.parametrize("case", range(8))
+def test_explicit_group(case):
+    with open("explicit.log", "a") as log:
+        log.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+"""
+    )
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=16)
+    assert len((pytester.path / "module.log").read_text().split()) == 1  # the fixture was made once
+    assert len(set((pytester.path / "explicit.log").read_text().split())) == 1
