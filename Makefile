@@ -12,6 +12,10 @@ STAMP := $(VENV)/.installed
 # dev extra holds the same pin.
 UV := $(VENV)/bin/uv
 UV_REQUIREMENT := uv>=0.13,<0.14
+EXTRAS := .[dev,aws,infra,semantic]
+# uv, else pip: uv reads no pip.conf, so on a machine whose package index only pip's configuration names (a mirror,
+# a proxy's certificate) an install uv cannot do is done by pip, slower but the same packages.
+INSTALL = { $(UV) pip install --quiet --python $(PY) $(1) || { echo "make: uv could not install $(1); pip does" >&2; $(PY) -m pip install --quiet --disable-pip-version-check $(1); }; }
 # uv writes no bytecode, so a module is compiled by its first import and kept; with PYTHONDONTWRITEBYTECODE set,
 # every process (each xdist worker, each server a test starts) would compile all it imports again.
 unexport PYTHONDONTWRITEBYTECODE
@@ -22,14 +26,14 @@ PORT ?= 8000
 
 $(BASE_STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@test -x $(UV) || $(PY) -m pip install --quiet --disable-pip-version-check '$(UV_REQUIREMENT)'
-	@$(UV) pip install --quiet --python $(PY) --upgrade pip
-	@$(UV) pip install --quiet --python $(PY) -e .
+	@test -x $(UV) || $(PY) -m pip install --quiet --disable-pip-version-check '$(UV_REQUIREMENT)' || echo "make: no uv; pip installs" >&2
+	@$(call INSTALL,--upgrade pip)
+	@$(call INSTALL,-e .)
 	@$(PY) -c "import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()['purelib'], 'progressive_mcp_clone.pth').write_text(str(pathlib.Path.cwd()) + '\n')"
 	@touch $(BASE_STAMP)
 
 $(STAMP): $(BASE_STAMP)
-	@$(UV) pip install --quiet --python $(PY) -e '.[dev,aws,infra,semantic]'
+	@$(call INSTALL,-e '$(EXTRAS)')
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -109,10 +109,14 @@ def test_make_builds_the_venv_with_uv_and_keeps_every_check() -> None:
     makefile = (root / "Makefile").read_text()
     recipes = dict(re.findall(r"^([$()\w.-]+):.*\n((?:\t.*\n)+)", makefile, re.M))
     installs = recipes["$(BASE_STAMP)"] + recipes["$(STAMP)"]
-    assert "$(UV) pip install" in installs
-    assert [line for line in installs.splitlines() if "-m pip install" in line] == [
+    [install] = re.findall(r"^INSTALL = (.+)$", makefile, re.M)
+    uv_first, pip_after = install.split("||", 1)  # uv, and pip only when uv could not
+    assert "$(UV) pip install" in uv_first and "$(PY) -m pip install" in pip_after
+    assert [line for line in installs.splitlines() if "$(UV) pip install" in line or "-m pip install" in line] == [
         "\t@test -x $(UV) || $(PY) -m pip install --quiet --disable-pip-version-check '$(UV_REQUIREMENT)'"
+        ' || echo "make: no uv; pip installs" >&2'
     ]
+    assert installs.count("$(call INSTALL,") == 3  # pip's upgrade, the package, the extras
     [pinned] = re.findall(r"^UV_REQUIREMENT := (.+)$", makefile, re.M)
     dev = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
     assert pinned in dev
