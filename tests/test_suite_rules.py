@@ -122,7 +122,7 @@ def test_make_builds_the_venv_with_uv_and_keeps_every_check() -> None:
     assert pinned in dev
     assert re.search(r"^unexport PYTHONDONTWRITEBYTECODE$", makefile, re.M)
     test = recipes["test"]
-    for check in ("ruff check .", "ruff format --check .", "/mypy", '-m pytest -q -m "not slow" -n auto'):
+    for check in ("ruff check .", "ruff format --check .", "/mypy", '-m pytest -q -m "not slow" -n $(TEST_WORKERS)'):
         assert check in test, check
     assert "wait $$mypy" in test  # a mypy beside the warm-up collection still fails make test
 
