@@ -156,6 +156,7 @@ def test_the_bench_scripts_and_test_extras_in_development_md_are_the_makefiles()
     names = extras.group(1).split(",")
     listed = ", ".join(f"`{n}`" for n in names[:-1]) + f" and `{names[-1]}`"
     assert f"`make test` installs the {listed} extras." in development
+    assert f"`make test` installs the {listed} extras" in text(DOCS / "configuration.md")
 
 
 README_EVAL_MARK = "<!-- progressive-mcp eval --catalogs --markdown -->"
