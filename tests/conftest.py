@@ -10,9 +10,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from progressive_mcp.offline.sample_upstream import SampleUpstream
 
 pytest_plugins = ["pytester"]  # tests/test_suite_rules.py runs the rule on a small suite of its own
 
@@ -43,6 +46,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "spawns: starts a process, yet stays in `make test` as the one test of its path (see conftest.py)"
     )
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The SDK client's async tests run on asyncio (a test module may still choose otherwise)."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[SampleUpstream]:
+    """The offline sample upstream on a free port, one per module that asks for it (a module may define its own)."""
+    from progressive_mcp.offline.sample_upstream import SampleUpstream
+
+    with SampleUpstream() as server:
+        yield server
 
 
 @contextmanager

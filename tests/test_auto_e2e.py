@@ -32,17 +32,6 @@ PROTOCOLS = ["legacy", "2026-07-28"]
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # end-to-end: the SDK client over real HTTP and stdio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream() as server:
-        yield server
-
-
 @pytest.fixture(scope="module")
 def auto_url(upstream: SampleUpstream) -> Iterator[str]:
     """The serve stack (LocalServer → Lambda handler → Endpoint) with `auto` as its default surface."""

@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -36,17 +36,6 @@ for symbol, data in zip(symbols, series):
 best = max(gains, key=lambda s: gains[s])
 {"best": best, "gain": round(gains[best] * 100, 2)}
 """
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream() as server:
-        yield server
 
 
 def expected(upstream: SampleUpstream) -> dict[str, object]:

@@ -43,17 +43,6 @@ QUOTE = 'q = await GLOBAL_QUOTE(symbol="IBM")\nq["Global Quote"]["05. price"]'
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream() as server:
-        yield server
-
-
-@pytest.fixture
 def served(upstream: SampleUpstream) -> Iterator[str]:
     """The serve stack in code mode, passthrough auth, with a sandbox of its own: closed at the end, so no
     runaway worker outlives the test."""

@@ -157,12 +157,6 @@ def clean_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def stdio_server(upstream: SampleUpstream) -> Iterator[Server]:
     params = StdioServerParameters(
         command=sys.executable,

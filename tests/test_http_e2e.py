@@ -41,17 +41,6 @@ GLOBAL_QUOTE_IBM = {"tool_name": "GLOBAL_QUOTE", "arguments": {"symbol": "IBM"}}
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # end-to-end: the SDK client over real HTTP
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream() as server:
-        yield server
-
-
 @pytest.fixture(scope="module")
 def http_url(upstream: SampleUpstream) -> Iterator[str]:
     """The serve stack (LocalServer → Lambda handler → Endpoint) with the default (progressive) surface."""

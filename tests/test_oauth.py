@@ -48,12 +48,6 @@ SERVE_OAUTH = [sys.executable, "-m", "progressive_mcp.cli", "serve", "--auth-mod
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def issuer() -> Iterator[LoopbackIssuer]:
     with loopback_issuer(rsa_key("rsa-1"), ec_key("ec-1")) as running:
         yield running
@@ -324,11 +318,6 @@ async def test_an_accepted_token_calls_tools_with_the_servers_key(
         assert answer.structured_content["data"]["Global Quote"]["01. symbol"] == "IBM"
     calls = upstream.requests_snapshot(unmasked=True)[before:]
     assert [r["apikey"] for r in calls] == [SERVER_KEY]  # the token never travels upstream
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 # --- settings, and the real CLI --------------------------------------------------------------------------------

@@ -51,11 +51,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def provider_folder() -> Path:
     """A folder with the pinned oidc-provider in its node_modules and the provider script beside it."""
     folder = CACHE / OIDC_PROVIDER.replace("@", "-")
@@ -91,12 +86,6 @@ def oidc_provider(access_token_ttl_s: int = 300) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream() as server:
-        yield server
 
 
 @contextlib.contextmanager

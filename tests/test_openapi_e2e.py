@@ -45,11 +45,6 @@ KEY = "tasks-token-0451"
 REAL = {name: REAL_DOCUMENTS[name] for name in ("spotify", "slack", "openai", "digitalocean")}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[RestUpstream]:
     with RestUpstream(load_catalog(TASKS), api_key=KEY) as server:

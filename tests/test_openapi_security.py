@@ -292,11 +292,6 @@ async def served(catalog: Catalog, upstream_url: str | None) -> AsyncIterator[Cl
             yield session
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("with_upstream", [False, True], ids=["spec base URL", "--upstream"])
 async def test_over_http_the_operators_key_never_reaches_another_host(with_upstream: bool) -> None:

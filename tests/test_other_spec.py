@@ -85,11 +85,6 @@ def upstream() -> Iterator[str]:
         server.server_close()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "progressive_mcp", *args], cwd=ROOT, capture_output=True, text=True, timeout=120

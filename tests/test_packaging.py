@@ -29,11 +29,6 @@ KEY = "WhEeL-KEY-0042"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The bin/ folder of a fresh venv holding only the wheel (and its dependencies)."""

@@ -102,12 +102,6 @@ def served(request: pytest.FixtureRequest, who: str) -> tuple[LocalServer, Catal
     return request.getfixturevalue("server"), request.getfixturevalue("catalog")
 
 
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream() as server:
-        yield server
-
-
 class FrozenClock:
     """A clock standing in the middle of a minute, so a rate window never turns during a test."""
 
@@ -647,11 +641,6 @@ def test_oauth_subject_group_and_scope_each_choose_a_policy(
 
 
 # --- the official SDK client -------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.mark.anyio

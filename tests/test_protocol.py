@@ -205,12 +205,6 @@ def test_the_endpoint_answers_a_bad_request_with_the_problem(endpoint: Endpoint)
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def endpoint(upstream: SampleUpstream) -> Endpoint:
     return Endpoint.from_settings(settings_for(upstream, conformance_fixtures=True))
 

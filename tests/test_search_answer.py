@@ -205,11 +205,6 @@ async def test_tail_names_work_end_to_end_over_stdio() -> None:
             assert [t["name"] for t in got.structured_content["tools"]] == names[:3]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def test_one_answer_names_twenty_tools_when_their_lines_are_short(tmp_path: Path) -> None:
     """The tail's budget fits about twenty short `name: summary` lines: on the tuning sets the right tool is among
     the first 20 of the ranking far more often than among the first 10 (issue 29), at a median well below 450

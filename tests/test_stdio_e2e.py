@@ -8,7 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -27,17 +27,6 @@ pytestmark = pytest.mark.slow  # end-to-end: the SDK client against a server pro
 KEY = "StDiO-SeCrEt-KEY-77"
 MODES = ["legacy", "2026-07-28"]
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream() as server:
-        yield server
 
 
 @asynccontextmanager

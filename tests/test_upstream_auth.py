@@ -47,11 +47,6 @@ def stripe() -> Catalog:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def api() -> Iterator[Recorded]:
     with recording_server() as record:
         yield record
