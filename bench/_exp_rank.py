@@ -3,7 +3,7 @@
     .venv/bin/python bench/_exp_rank.py                 # R@1, R@5, MRR, false no-match per tuning set
     .venv/bin/python bench/_exp_rank.py --misses 40     # and the positives whose grade-2 tool is not first
 
-Last.fm (all), Spotify's dev split, Alpha Vantage's eval/tuning.jsonl and queries.jsonl (the reference). Never
+Last.fm (all), Spotify's and Stripe's dev splits, Alpha Vantage's eval/tuning.jsonl and queries.jsonl (the reference). Never
 run on held-out sets: their figures come from `progressive-mcp eval --catalogs`, aggregate only.
 """
 
@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SETS = {  # name: (catalog, query file, split)
     "lastfm": ("lastfm", None, "all"),
     "spotify-dev": ("spotify", None, "dev"),
+    "stripe-dev": ("stripe", None, "dev"),
     "av-tuning": ("alphavantage", ROOT / "eval/tuning.jsonl", "all"),
     "av-public": ("alphavantage", ROOT / "eval/queries.jsonl", "all"),
 }
