@@ -14,11 +14,11 @@ import os
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
 import jsonschema_rs
 import pytest
+from real_documents import REAL
 
 from progressive_mcp.catalog import _freeze
 from progressive_mcp.offline.schema_samples import (
@@ -30,7 +30,7 @@ from progressive_mcp.offline.schema_samples import (
     sample_value,
 )
 
-OPENAI = Path("/work/shared/openapi/openai/openapi.yaml")
+OPENAI = REAL["openai"]  # ../shared/openapi beside the repository, or $OPENAPI_DOCS_DIR
 SEEDS = [f"tool{i}" for i in range(40)]  # many seeds: a bound must hold for every draw, not one lucky one
 
 
