@@ -534,19 +534,13 @@ class ProgressiveMcpStack(Stack):
             )
             upstream_key: secretsmanager.ISecret = importer(self, "UpstreamApiKeySecret", arn)
         else:
-            created = secretsmanager.Secret(
-                self,
+            upstream_key = self._unrotated_secret(
                 "UpstreamApiKeySecret",
-                description="progressive-mcp: the Alpha Vantage API key the endpoint calls with (replace the value)",
-                secret_string_value=SecretValue.unsafe_plain_text(UPSTREAM_KEY_PLACEHOLDER),
-            )
-            self._acknowledge(
-                created,
-                "AwsSolutions-SMG4",
+                "progressive-mcp: the Alpha Vantage API key the endpoint calls with (replace the value)",
                 "An Alpha Vantage key is issued by Alpha Vantage and cannot be rotated by a Lambda function; the "
                 "operator replaces it with put-secret-value, and instances pick it up within secret_cache_s.",
+                secret_string_value=SecretValue.unsafe_plain_text(UPSTREAM_KEY_PLACEHOLDER),
             )
-            upstream_key = created
         upstream_key.grant_read(self.role)
         self.function.add_environment("PMCP_UPSTREAM_KEY_SECRET", upstream_key.secret_arn)
         self.function.add_environment("PMCP_SECRET_CACHE_S", str(config.secret_cache_s))
@@ -570,18 +564,22 @@ class ProgressiveMcpStack(Stack):
         else:  # oauth mode's policies, which have no tokens secret to live beside
             self._policies_secret()
 
+    def _unrotated_secret(
+        self, construct_id: str, description: str, why_not_rotated: str, **value: Any
+    ) -> secretsmanager.Secret:
+        """A secret the operator sets and changes by hand (no rotation Lambda), with cdk-nag's SMG4 acknowledged
+        for the reason given; `value` is the Secret's initial value argument."""
+        secret = secretsmanager.Secret(self, construct_id, description=description, **value)
+        self._acknowledge(secret, "AwsSolutions-SMG4", why_not_rotated)
+        return secret
+
     def _policies_secret(self) -> None:
-        policies = secretsmanager.Secret(
-            self,
+        policies = self._unrotated_secret(
             "PoliciesSecret",
-            description="progressive-mcp: per-identity policies of OAuth subjects, groups and scopes (JSON)",
-            secret_string_value=SecretValue.unsafe_plain_text(POLICIES_PLACEHOLDER),
-        )
-        self._acknowledge(
-            policies,
-            "AwsSolutions-SMG4",
+            "progressive-mcp: per-identity policies of OAuth subjects, groups and scopes (JSON)",
             "The policies are the operator's configuration, not a credential: they change when the operator edits "
             "them (put-secret-value), and instances pick them up within secret_cache_s.",
+            secret_string_value=SecretValue.unsafe_plain_text(POLICIES_PLACEHOLDER),
         )
         policies.grant_read(self.role)
         self.function.add_environment("PMCP_POLICIES_SECRET", policies.secret_arn)
@@ -589,20 +587,15 @@ class ProgressiveMcpStack(Stack):
         CfnOutput(self, "PoliciesSecretArn", value=policies.secret_arn)
 
     def _endpoint_tokens(self) -> None:
-        tokens = secretsmanager.Secret(
-            self,
+        tokens = self._unrotated_secret(
             "EndpointTokensSecret",
-            description="progressive-mcp: bearer tokens callers present (comma-separated, to rotate with overlap)",
-            generate_secret_string=secretsmanager.SecretStringGenerator(
-                exclude_punctuation=True, password_length=ENDPOINT_TOKEN_LENGTH
-            ),
-        )
-        self._acknowledge(
-            tokens,
-            "AwsSolutions-SMG4",
+            "progressive-mcp: bearer tokens callers present (comma-separated, to rotate with overlap)",
             "Endpoint tokens are held by MCP clients, so an automatic rotation would lock them out; operators "
             "rotate by adding a new token next to the old one (the value is a comma-separated list), moving "
             "clients, then removing the old token.",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                exclude_punctuation=True, password_length=ENDPOINT_TOKEN_LENGTH
+            ),
         )
         tokens.grant_read(self.role)
         self.function.add_environment("PMCP_ENDPOINT_TOKENS_SECRET", tokens.secret_arn)
