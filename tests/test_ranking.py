@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 from factories import make_tool
 
-from progressive_mcp.catalog import CatalogTool, method_annotations
+from progressive_mcp.catalog import CatalogTool, Operation, Param, method_annotations
 from progressive_mcp.search import index as search_index
 from progressive_mcp.search.index import SearchIndex
 
@@ -100,3 +100,62 @@ def test_the_mood_orders_tools_but_never_decides_whether_a_query_is_answered(mon
 )
 def test_how_a_query_opens_says_its_mood(query: str, mood: str | None) -> None:
     assert SearchIndex(READS_AHEAD, semantic=False).analyse(query).intent == mood
+
+
+def rest(name: str, method: str, path: str, summary: str, *required: str) -> CatalogTool:
+    """A REST tool routed by `path`, its `required` arguments strings."""
+    params = tuple(Param(name=p, type="string", required=True) for p in required)
+    made = make_tool(name, params, summary=summary, method=method, operation=Operation(method, path))
+    return dataclasses.replace(made, annotations=method_annotations(method))
+
+
+# The record's read says "coupon" more often than the collection's, so on words alone it wins a bare "coupons".
+COUPONS = [
+    rest("GetCoupons", "GET", "/v1/coupons", "List coupons"),
+    rest(
+        "GetCouponsCoupon", "GET", "/v1/coupons/{coupon}", "Retrieve a coupon: the coupon with the coupon id", "coupon"
+    ),
+    rest("PostCoupons", "POST", "/v1/coupons", "Create a new discount"),
+    # Twilio's shape: the collection and the record under a parent, with a suffix.
+    rest("ListCall", "GET", "/Accounts/{AccountSid}/Calls.json", "List calls", "AccountSid"),
+    rest(
+        "FetchCall",
+        "GET",
+        "/Accounts/{AccountSid}/Calls/{Sid}.json",
+        "Fetch a call: one call of calls",
+        "AccountSid",
+        "Sid",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "first"),
+    [
+        ("coupons", "GetCoupons"),
+        ("show me our coupons", "GetCoupons"),
+        ("calls", "ListCall"),
+        # A query that names one record (an id, a number, a quoted value) keeps the record's read first.
+        ("coupon co_25OFF2024", "GetCouponsCoupon"),
+        ("coupon 4591", "GetCouponsCoupon"),
+        ("coupon 'SPRING'", "GetCouponsCoupon"),
+        ("call CA42a0b1c2d3", "FetchCall"),
+    ],
+)
+def test_a_query_naming_no_record_finds_the_collection_before_one_record(query: str, first: str) -> None:
+    index = SearchIndex(COUPONS, semantic=False)
+    assert index.search(query, limit=2)[0].name == first
+
+
+def test_a_record_read_without_a_listable_collection_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Spotify's shape: GET /artists takes the ids of the artists, so it lists nothing a query could browse.
+    tools = [
+        rest("get-multiple-artists", "GET", "/artists", "Get several artists", "ids"),
+        rest("get-an-artist", "GET", "/artists/{id}", "Get an artist: the artist's profile", "id"),
+    ]
+    assert search_index._item_reads(tools) == [False, False]
+    assert search_index._item_reads(COUPONS) == [False, True, False, False, True]
+    assert SearchIndex(tools, semantic=False).search("artist", limit=1)[0].name == "get-an-artist"
+    # Without the rule the record's read wins the bare plural too: the rule is what orders the coupons.
+    monkeypatch.setattr(search_index, "ITEM_PRIOR", 0.0)
+    assert SearchIndex(COUPONS, semantic=False).search("coupons", limit=1)[0].name == "GetCouponsCoupon"

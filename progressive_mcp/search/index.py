@@ -26,7 +26,7 @@ import re
 import threading
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -91,6 +91,10 @@ MIN_SHARE_OF_BEST = 0.3  # hits far below the best one are noise for the agent
 # A query's mood against a tool's: a question or a look-up ("which songs have I loved") leans to the tools that only
 # read, a command to change something ("heart this track", "unfollow this band") to the tools that write.
 INTENT_PRIOR = 0.4
+# A query that names no record (no id such as cus_123 or 4591) and a REST catalog with both kinds of read: the tools
+# that fetch one record by its id (a path ending in a parameter: GET /coupons/{coupon}) score 1 / (1 + ITEM_PRIOR)
+# of theirs, so "coupons" or "list the payouts" find the collection's read (GET /coupons) first. Writes keep theirs.
+ITEM_PRIOR = 0.4
 
 # --- when nothing fits (calibrated on the dev half of eval/queries.jsonl) --------------------------------------------
 # A query is off-topic when its confidence, the mean of two shares of its weight, stays below MIN_CONFIDENCE:
@@ -143,6 +147,7 @@ class Analysis:
     action: bool = False  # asks to act (buy, sell, book, write ...), not to look something up
     asks_other: str | None = None  # asks for something no data tool gives: an explanation, advice, a chat
     present: bool = False  # no date and no "now": taken to be about the present
+    names_record: bool = False  # holds an id-like token (`_RECORD_ID`: cus_123, 4591, 3f2a-...), naming one record
 
     @property
     def mass(self) -> float:
@@ -558,6 +563,9 @@ class SearchIndex:
             for tool in self._tools
         ]
         self._mixed_moods = {True, False} <= set(self._reads)
+        # The REST reads of one record by its id whose collection the catalog also lists (`_item_reads`).
+        self._item_reads = _item_reads(self._tools)
+        self._mixed_reads = any(self._item_reads)
         self._hints = {
             name: {reading.stem(t): f for t, f in hint.terms.items()}
             for name, hint in (
@@ -721,7 +729,7 @@ class SearchIndex:
         coverage = covered / total
         confidence = (coverage + min(relative, 1.0)) / 2
         reason = _UNANSWERED if confidence < MIN_CONFIDENCE else None
-        top = self._by_intent(top, analysis.intent)
+        top = self._by_need(self._by_intent(top, analysis.intent), analysis)
         ranking = Ranking(analysis, top, coverage, relative, confidence, reason)
         if reason:
             ranking = self._second_opinion(query, ranking, excluded, categories)
@@ -736,6 +744,17 @@ class SearchIndex:
         other = intent != _READ  # the mood that loses: reads for a command, writes for a question
         moods, factor = self._reads, 1 / (1 + INTENT_PRIOR)
         ordered = [(doc, score * factor if moods[doc] is other else score) for doc, score in ranked]
+        ordered.sort(key=lambda item: -item[1])  # stable: ties keep their order
+        return ordered
+
+    def _by_need(self, ranked: list[tuple[int, float]], analysis: Analysis) -> list[tuple[int, float]]:
+        """A ranking where, for a query naming no record (`Analysis.names_record`), the reads of one record by its
+        id score 1 / (1 + ITEM_PRIOR) of theirs, best first again; unchanged otherwise or where a catalog has not
+        both kinds of read."""
+        if analysis.names_record or not self._mixed_reads or not ranked:
+            return ranked
+        items, factor = self._item_reads, 1 / (1 + ITEM_PRIOR)
+        ordered = [(doc, score * factor if items[doc] else score) for doc, score in ranked]
         ordered.sort(key=lambda item: -item[1])  # stable: ties keep their order
         return ordered
 
@@ -779,7 +798,7 @@ class SearchIndex:
         fused = self._fusion.fuse(query, ranking.scores, leave_out)
         if not fused:
             return ranking
-        fused = self._by_intent(fused, ranking.analysis.intent)
+        fused = self._by_need(self._by_intent(fused, ranking.analysis.intent), ranking.analysis)
         a = ranking
         return Ranking(a.analysis, fused, a.coverage, a.relative, a.confidence, a.off_topic, a.semantic, True, near)
 
@@ -790,7 +809,10 @@ class SearchIndex:
         vocabulary = self.vocabulary
         tokens = self._reading.tokenize(query)
         analysis = Analysis(
-            action=self._read_only and _asks_to_act(tokens), asks_other=_asks_for_other(tokens), intent=_intent(tokens)
+            action=self._read_only and _asks_to_act(tokens),
+            asks_other=_asks_for_other(tokens),
+            intent=_intent(tokens),
+            names_record=_RECORD_ID.search(query) is not None,
         )
         consumed = [False] * len(tokens)
         if self._out_of_scope:
@@ -1131,6 +1153,39 @@ def _asks_for_other(tokens: list[Token]) -> str | None:
     if (first in ("how", "who") and rest[:1] in (["old"], ["was"], ["won"])) or {"invented", "founded"} & set(rest):
         return "asks about a person or a story, which no data tool gives"
     return None
+
+
+# A token that names one record: five or more letters and digits mixed (cus_Kp1q2r3s, ch_3Kx9, i-0abc12), or a
+# number of three digits or more that is not a year (an order, a droplet: 3164444, a ticket), or a quoted value
+# ('workout', "legacy").
+_RECORD_ID = re.compile(
+    r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[\w-]{5,}(?![\w-])"
+    r"|(?<![\w.,$])(?!(?:19|20)\d\d(?![\w.,%]))\d{3,}(?![\w.,%])"
+    r"|(?<!\w)['\"`\u2018\u201c][^'\"`\u2019\u201d]{1,40}['\"`\u2019\u201d](?!\w)"
+)
+
+
+def _item_reads(tools: Sequence[CatalogTool]) -> list[bool]:
+    """For each tool, whether it reads one record by its id while the catalog also lists that record's collection:
+    a GET whose path ends in a parameter (/coupons/{coupon}, /Calls/{Sid}.json) beside a GET of the parent path
+    (/coupons, /Calls.json) that needs no argument the record's read does not. Where no such list exists (Spotify's
+    /artists takes a list of ids), the record's read is the only way to it and is left alone."""
+    reads: dict[str, frozenset[str]] = {}
+    for tool in tools:
+        if tool.operation is not None and tool.operation.method.upper() == "GET":
+            reads.setdefault(tool.operation.path.rstrip("/"), frozenset(p.name for p in tool.params if p.required))
+    found = []
+    for tool in tools:
+        operation = tool.operation
+        listed = False
+        if operation is not None and operation.method.upper() == "GET":
+            parent, _, last = operation.path.rstrip("/").rpartition("/")
+            match = re.fullmatch(r"\{[^{}]+\}(\.\w+)?", last)
+            if match and parent:
+                needs = reads.get(parent + (match.group(1) or ""))
+                listed = needs is not None and needs <= {p.name for p in tool.params if p.required}
+        found.append(listed)
+    return found
 
 
 def _intent(tokens: list[Token]) -> str | None:
