@@ -138,6 +138,20 @@ def test_fusion_merges_the_two_rankings_by_reciprocal_rank(lastfm: Catalog) -> N
     assert len(model.texts) == len(tools) + 3
 
 
+def test_minilm_reads_the_query_without_its_ids(lastfm: Catalog) -> None:
+    model = LetterModel()
+    tools = lastfm.tools
+    signal = fusion.SemanticFusion(
+        tools,
+        vectors=vectors.ToolVectors(tools, cache=vectors.VectorCache(), embed=model.embed),
+        embed_query=model.query,
+    )
+    signal.fuse("refund $25 of ch_3Kx9ZbL2eZvKYlo21 for order 55123 'spring'", [(0, 1.0)])
+    assert model.texts[-1] == "refund $25 of for order 'spring'"
+    signal.fuse("cus_Kp1q2r3s", [(0, 1.0)])  # nothing but an id: the id is all there is to read
+    assert model.texts[-1] == "cus_Kp1q2r3s"
+
+
 def test_a_tool_the_words_miss_but_the_meaning_finds_moves_up(minilm: embedder.Embedder, lastfm: Catalog) -> None:
     # Last.fm, a tuning catalog: the lexical engine (with WordLlama) puts track.scrobble first and leaves
     # track.getInfo out of its answer; MiniLM reads "how long is this song" as the track's details.

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from progressive_mcp.errors import EmbeddingProviderError
 from progressive_mcp.search import providers
+from progressive_mcp.search.records import without_ids
 from progressive_mcp.search.vectors import ToolVectors
 
 if TYPE_CHECKING:
@@ -124,7 +125,8 @@ class SemanticFusion:
     ) -> list[tuple[int, float]] | None:
         """The lexical ranking (tool index, score) merged with the semantic one, as (tool index, share of `BEST`)
         best first; None when the semantic ranking is unavailable."""
-        semantic = self.ranking(query, DEPTH, leave_out)
+        # MiniLM reads the need, not the ids: their word pieces pull the vector toward tools with such pieces.
+        semantic = self.ranking(without_ids(query), DEPTH, leave_out)
         if semantic is None:
             return None
         scores: dict[int, float] = {}

@@ -35,7 +35,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from progressive_mcp.catalog import CatalogTool
-from progressive_mcp.search import providers
+from progressive_mcp.search import providers, records
 from progressive_mcp.search import vocabulary as vocab
 from progressive_mcp.search.fusion import DEPTH as FUSION_DEPTH
 from progressive_mcp.search.fusion import SemanticFusion
@@ -147,7 +147,7 @@ class Analysis:
     action: bool = False  # asks to act (buy, sell, book, write ...), not to look something up
     asks_other: str | None = None  # asks for something no data tool gives: an explanation, advice, a chat
     present: bool = False  # no date and no "now": taken to be about the present
-    names_record: bool = False  # holds an id-like token (`_RECORD_ID`: cus_123, 4591, 3f2a-...), naming one record
+    names_record: bool = False  # holds an id, a long number or a quoted value (`records.names_record`)
 
     @property
     def mass(self) -> float:
@@ -812,7 +812,7 @@ class SearchIndex:
             action=self._read_only and _asks_to_act(tokens),
             asks_other=_asks_for_other(tokens),
             intent=_intent(tokens),
-            names_record=_RECORD_ID.search(query) is not None,
+            names_record=records.names_record(query),
         )
         consumed = [False] * len(tokens)
         if self._out_of_scope:
@@ -1153,16 +1153,6 @@ def _asks_for_other(tokens: list[Token]) -> str | None:
     if (first in ("how", "who") and rest[:1] in (["old"], ["was"], ["won"])) or {"invented", "founded"} & set(rest):
         return "asks about a person or a story, which no data tool gives"
     return None
-
-
-# A token that names one record: five or more letters and digits mixed (cus_Kp1q2r3s, ch_3Kx9, i-0abc12), or a
-# number of three digits or more that is not a year (an order, a droplet: 3164444, a ticket), or a quoted value
-# ('workout', "legacy").
-_RECORD_ID = re.compile(
-    r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[\w-]{5,}(?![\w-])"
-    r"|(?<![\w.,$])(?!(?:19|20)\d\d(?![\w.,%]))\d{3,}(?![\w.,%])"
-    r"|(?<!\w)['\"`\u2018\u201c][^'\"`\u2019\u201d]{1,40}['\"`\u2019\u201d](?!\w)"
-)
 
 
 def _item_reads(tools: Sequence[CatalogTool]) -> list[bool]:
