@@ -3,8 +3,8 @@
     .venv/bin/python bench/_exp_rank.py                 # R@1, R@5, MRR, false no-match per tuning set
     .venv/bin/python bench/_exp_rank.py --misses 40     # and the positives whose grade-2 tool is not first
 
-Last.fm (all), Spotify's and Stripe's dev splits, Alpha Vantage's eval/tuning.jsonl and queries.jsonl (the reference). Never
-run on held-out sets: their figures come from `progressive-mcp eval --catalogs`, aggregate only.
+Last.fm (all), Spotify's and Stripe's dev splits, Alpha Vantage's eval/tuning.jsonl and queries.jsonl (the
+reference). Never run on held-out sets: their figures come from `progressive-mcp eval --catalogs`, aggregate only.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def main() -> None:
             f"false-nm {m['false_no_match_rate']:.3f}  no-match {m['no_match_rate'] or 0:.3f}",
             flush=True,
         )
-        if args.misses and label in ("lastfm", "spotify-dev"):
+        if args.misses and label in ("lastfm", "spotify-dev", "stripe-dev"):
             shown = 0
             for record in run["per_query"]:
                 if not record["relevant"] or shown >= args.misses:

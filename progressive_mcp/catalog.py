@@ -272,12 +272,16 @@ class Catalog:
     def get(self, name: str) -> CatalogTool:
         """The tool called `name`, ignoring case ("global_quote", "artist.getinfo"); raises UnknownTool
         naming the closest real tools."""
-        tool = self._by_name.get(name)
-        if tool is None:
-            tool = self._by_folded_name.get(name.strip().casefold())
+        tool = self.find(name)
         if tool is None:
             raise UnknownTool(name, self.suggest(name))
         return tool
+
+    def find(self, name: str) -> CatalogTool | None:
+        """The tool called `name`, ignoring case, or None (no suggestions computed: `get` and callers with their
+        own set of names make those)."""
+        tool = self._by_name.get(name)
+        return tool if tool is not None else self._by_folded_name.get(name.strip().casefold())
 
     def suggest(self, name: str, limit: int = 3, among: Collection[str] | None = None) -> list[str]:
         """Real tool names closest to a wrong one (spelling first, then shared words), `among` some names

@@ -602,3 +602,25 @@ def test_surfaces_over_one_catalog_share_its_search_index(catalog: Catalog) -> N
     assert narrow is not first.meta.index and narrow is Surface(catalog, categories=forex, semantic=False).meta.index
     other = load_catalog(Path(__file__).parent / "fixtures" / "lastfm" / "lastfm.yaml")
     assert Surface(other, semantic=False).meta.index is not first.meta.index
+
+
+def test_an_unknown_tool_costs_one_suggestion_search(
+    surface: Surface, catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # difflib over every name is the costly part of an unknown name's answer: made once, from the surface's names.
+    asked: list[str] = []
+    suggest = Catalog.suggest
+
+    def counted(self: Catalog, name: str, *args: Any, **kwargs: Any) -> list[str]:
+        asked.append(name)
+        return suggest(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(Catalog, "suggest", counted)
+    for meta, arguments in (
+        ("TOOL_GET", {"tool_name": "GLOBAL_QUOTEE"}),
+        ("TOOL_CALL", {"tool_name": "GLOBAL_QUOTEE"}),
+    ):
+        asked.clear()
+        result, failed = call(surface, meta, arguments)
+        assert failed and "GLOBAL_QUOTE" in json.dumps(result)
+        assert asked == ["GLOBAL_QUOTEE"], meta

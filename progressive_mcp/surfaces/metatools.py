@@ -326,10 +326,7 @@ class MetaTools:
 
     def lookup(self, name: str) -> CatalogTool:
         """A tool of this surface; raises UnknownTool with suggestions from this surface."""
-        try:
-            tool = self.catalog.get(name)
-        except UnknownTool:
-            tool = None
+        tool = self.catalog.find(name)  # suggestions once, from this surface's names, below
         if tool is None or tool.name not in self._names:
             raise UnknownTool(name, self.catalog.suggest(name, among=self._names)) from None
         return tool
