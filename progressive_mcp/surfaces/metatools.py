@@ -66,6 +66,14 @@ CURATED_SEARCH_BUDGET_CHARS = 800
 CODE_SEARCH_BUDGET_CHARS = 800
 MAX_MORE = 30
 MORE_SUMMARY_CHARS = 40
+# An uncurated catalog's tail line, name and summary together: a long name gets a shorter summary, and none where
+# less than MIN_SUMMARY_CHARS would be left (Stripe's PostTestHelpersTestClocksTestClockAdvance says what it does), so
+# long names cost little more than short ones and the budget names more tools. Issue 29, bench/answer_shape.py on the
+# tuning sets only (Last.fm, Spotify dev, Stripe dev), 2 hits, 40 lines: at 1,500 characters no cap shows a grade-2
+# tool for 0.935 / 0.988 / 0.880 of their positives, 56 for 0.940 / 0.988 / 0.890 (64 and 72: as no cap); at 1,700,
+# 0.940 / 0.988 / 0.890 and 0.950 / 0.988 / 0.900 at median 400 / 404 / 367 tokens. Curated catalogs keep whole lines.
+MORE_LINE_CHARS = 56
+MIN_SUMMARY_CHARS = 12
 # Where the engine finds no confident match but its best tool still answers this share of the query on its own
 # (`Ranking.relative`), up to MAX_CANDIDATES tools are shown, marked low-confidence; below it the query reads as
 # off-topic. Chosen with bench/answer_shape.py on the tuning sets: at 0.3, 10 of the 31 positives without a confident
@@ -233,17 +241,29 @@ def _object(properties: dict[str, Any], required: list[str] | None = None, *, cl
     return schema
 
 
-def _short(summary: str) -> str:
-    """A summary's first sentence, cut at a word to at most MORE_SUMMARY_CHARS."""
+def _short(summary: str, most: int | None = None) -> str:
+    """A summary's first sentence, cut at a word to at most `most` characters (MORE_SUMMARY_CHARS)."""
+    most = MORE_SUMMARY_CHARS if most is None else most
     text = " ".join(summary.split())
     end = text.find(". ")
     if end > 0:
         text = text[:end]
     text = text.rstrip(".")
-    if len(text) <= MORE_SUMMARY_CHARS:
+    if len(text) <= most:
         return text
-    cut = text.rfind(" ", 0, MORE_SUMMARY_CHARS + 1)
-    return text[: cut if cut > MORE_SUMMARY_CHARS // 2 else MORE_SUMMARY_CHARS].rstrip(" ,;:-(")
+    cut = text.rfind(" ", 0, most + 1)
+    return text[: cut if cut > most // 2 else most].rstrip(" ,;:-(")
+
+
+def _line(name: str, summary: str, line_chars: int = 0) -> str:
+    """A tail line: `name: summary` (the summary cut to what `line_chars` leaves, 0: no cap), or the name alone."""
+    most = MORE_SUMMARY_CHARS
+    if line_chars:
+        most = min(most, line_chars - len(name) - 2)
+        if most < MIN_SUMMARY_CHARS:
+            return name
+    summary = _short(summary, most)
+    return f"{name}: {summary}" if summary and summary.lower() != name.lower() else name
 
 
 def _flag(value: Any) -> bool | None:
@@ -439,8 +459,7 @@ class MetaTools:
         detailed entry with a comma (the score at its longest); made once per tool."""
         costs = self._answer_costs.get(hit.name)
         if costs is None:
-            summary = _short(hit.summary)
-            line = f"{hit.name}: {summary}" if summary and summary.lower() != hit.name.lower() else hit.name
+            line = _line(hit.name, hit.summary, 0 if self.index.curated else MORE_LINE_CHARS)
             entry = {"name": hit.name, "score": 0.555, "summary": hit.summary, "category": hit.category}
             costs = (line, len(dumps(line))), len(dumps(entry)) + 1
             self._answer_costs[hit.name] = costs
