@@ -58,7 +58,11 @@ DEFAULT_SEARCH_LIMIT = 2  # hits shown in detail unless `limit` says otherwise
 # 30 tail lines and the closest tools of a "nothing fits" answer (MAX_CLOSEST), 1,500 characters show a grade-2
 # tool for 0.935 of Last.fm's positives at a median 354 tokens and 0.975 of Spotify dev's at 322 (before: 1,200, 20
 # lines, no closest tools: 0.885 at 283, 0.975 at 278); 1,800 gains 1 point on Last.fm at 413; 40 lines, nothing.
-SEARCH_BUDGET_CHARS = 1500
+# Then with Stripe's dev split, a fused list deep enough for the tail (fusion.TAIL_DEPTH) and 56-character lines
+# (MORE_LINE_CHARS), `bench/answer_shape.py --limits 1,2 --budgets 1500,1700,1900 --more 40 --line 0,56`: 1,700 shows
+# Last.fm 0.950, Spotify dev 0.988, Stripe dev 0.900 at median 400 / 404 / 367 tokens (p90 418 / 422 / 401); 1,500:
+# 0.940 / 0.988 / 0.890 at 354 / 357 / 322; 1,900: 0.950 / 0.988 / 0.920 at 446 / 454 / 411, no margin left.
+SEARCH_BUDGET_CHARS = 1700
 CURATED_SEARCH_BUDGET_CHARS = 800
 # Code mode keeps the tail's earlier budget: a script's searches name their tools, and at 1,000 characters and more
 # the data-heavy 20-day SMA task's code-mode flow goes over DESIGN.md's 10% of the progressive flow's tokens
