@@ -293,13 +293,13 @@ def test_one_answer_names_thirty_tools_when_their_lines_are_short(tmp_path: Path
 def test_a_long_name_gets_a_shorter_summary_or_none_so_the_tail_names_more_tools(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 29: in an uncurated catalog a tail line, name and summary, is at most MORE_LINE_CHARS; a name that
+    """Issue 29: in an uncurated catalog a tail line with a summary is at most MORE_LINE_CHARS; a name that
     leaves less than MIN_SUMMARY_CHARS is shown alone (Stripe's names say what the tool does). Thirty alike tools
     with long names and long summaries, each a match: the budget names more of them than with whole lines."""
     paths = {
         f"/widgets/{n:02d}": {
             "get": {
-                "operationId": f"GetWidgetsWidgetBatch{n:02d}" + "HistoryDetails" * (n % 3),
+                "operationId": f"getWidgets{n:02d}" + "BatchDetails" * (n % 2) * (MORE_LINE_CHARS // 12),
                 "summary": f"Returns the widgets of batch number {n:02d}, with their owners, prices and history",
             }
         }
@@ -310,7 +310,7 @@ def test_a_long_name_gets_a_shorter_summary_or_none_so_the_tail_names_more_tools
     catalog = load_catalog(tmp_path / "widgets.json")
     answer = MetaTools(catalog, semantic=False).tool_search({"query": "widgets of a batch"})
     lines = answer["more"].split("\n")
-    assert all(len(line) <= MORE_LINE_CHARS for line in lines)
+    assert all(len(line) <= MORE_LINE_CHARS for line in lines if ": " in line)  # a bare name is never cut
     bare = [line for line in lines if ": " not in line]
     assert bare and all(len(name) + 2 + MIN_SUMMARY_CHARS > MORE_LINE_CHARS for name in bare)
     assert any(": " in line for line in lines)  # a shorter name keeps a (shorter) summary

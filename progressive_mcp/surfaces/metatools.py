@@ -68,15 +68,18 @@ CURATED_SEARCH_BUDGET_CHARS = 800
 # the data-heavy 20-day SMA task's code-mode flow goes over DESIGN.md's 10% of the progressive flow's tokens
 # (`progressive-mcp tokens`: 9.8% at 800, 10.2% at 1,000, 10.6% at 1,200).
 CODE_SEARCH_BUDGET_CHARS = 800
-MAX_MORE = 30
+MAX_MORE = 40  # 30 before MORE_LINE_CHARS: shorter lines fit ten more within the budget (see there)
 MORE_SUMMARY_CHARS = 40
 # An uncurated catalog's tail line, name and summary together: a long name gets a shorter summary, and none where
 # less than MIN_SUMMARY_CHARS would be left (Stripe's PostTestHelpersTestClocksTestClockAdvance says what it does), so
 # long names cost little more than short ones and the budget names more tools. Issue 29, bench/answer_shape.py on the
 # tuning sets only (Last.fm, Spotify dev, Stripe dev), 2 hits, 40 lines: at 1,500 characters no cap shows a grade-2
 # tool for 0.935 / 0.988 / 0.880 of their positives, 56 for 0.940 / 0.988 / 0.890 (64 and 72: as no cap); at 1,700,
-# 0.940 / 0.988 / 0.890 and 0.950 / 0.988 / 0.900 at median 400 / 404 / 367 tokens. Curated catalogs keep whole lines.
-MORE_LINE_CHARS = 56
+# 0.940 / 0.988 / 0.890 and 0.950 / 0.988 / 0.900 at median 400 / 404 / 367 tokens. Shorter lines then fill 30
+# before the budget; with 40 lines at 1,700 characters (`--budgets 1700 --more 30,40 --line 32,36,40`): 40 shows
+# 0.950 / 0.988 / 0.950 at 418 / 421 / 375, 36: 0.950 / 0.988 / 0.970 at 418 / 408 / 374 (p90 427 / 428 / 406), 32:
+# as 36 at fewer tokens but most summaries under a dozen characters. Curated catalogs keep whole lines.
+MORE_LINE_CHARS = 36
 MIN_SUMMARY_CHARS = 12
 # Where the engine finds no confident match but its best tool still answers this share of the query on its own
 # (`Ranking.relative`), up to MAX_CANDIDATES tools are shown, marked low-confidence; below it the query reads as
