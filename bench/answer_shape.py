@@ -1,8 +1,9 @@
 """TOOL_SEARCH's answer shape, tuned by measurement: what one answer shows against what it costs.
 
-For each tuning catalog (Last.fm, Spotify's dev split, Alpha Vantage's eval/tuning.jsonl: never the held-out ones),
-every answerable query is sent to TOOL_SEARCH with the query alone, as an agent sends it, under each setting of
-the answer's knobs (detailed hits, the answer's budget in characters, the tail's summary length); its text gives
+For each tuning catalog (Last.fm, Spotify's and Stripe's dev splits, Alpha Vantage's eval/tuning.jsonl: never the
+held-out ones), every answerable query is sent to TOOL_SEARCH with the query alone, as an agent sends it, under each
+setting of the answer's knobs (detailed hits, the answer's budget in characters, the tail's summary length and line
+length); its text gives
 `shown` (a grade-2 tool named in it) and its cl100k tokens (median, p90). A second table, for the low-confidence
 floor: of the queries the engine finds no confident match for, the positives whose tool the candidates would show
 and the negatives that would get candidates instead of "nothing fits", at each floor.
@@ -31,12 +32,18 @@ from progressive_mcp.surfaces import metatools  # noqa: E402
 from progressive_mcp.tokens import count_tokens, dumps  # noqa: E402
 
 # (catalog of eval/catalogs.yaml, query file or None for the manifest's, split)
-TUNING = (("lastfm", None, "all"), ("spotify", None, "dev"), ("alphavantage", ROOT / "eval" / "tuning.jsonl", "all"))
+TUNING = (
+    ("lastfm", None, "all"),
+    ("spotify", None, "dev"),
+    ("stripe", None, "dev"),
+    ("alphavantage", ROOT / "eval" / "tuning.jsonl", "all"),
+)
 LIMITS = (1, 2, 3, 5)
 BUDGETS = (700, 850, 1000, 1200, 1500)  # characters of the answer's JSON text
 SUMMARY_CHARS = (40, 60)
 MORES = (20,)  # the tail's most lines (MAX_MORE)
 CLOSESTS = (5,)  # the closest tools a "nothing fits" answer names (MAX_CLOSEST)
+LINES = (0,)  # a tail line's most characters, name and summary (MORE_LINE_CHARS; 0: no cap)
 FLOORS = (0.0, 0.2, 0.25, 0.3, 0.33, 0.35, 0.4, 0.45)
 SIGNALS = ("confidence", "relative")  # Ranking's: the no-match rule's mean of two shares, or the best tool's share
 
@@ -63,11 +70,12 @@ def sweep(
     chars_: list[int],
     mores: list[int],
     closests: list[int],
+    lines: list[int],
 ) -> list[dict[str, Any]]:
     rows = []
     metas = {name: metatools.MetaTools(catalog) for name, catalog, _ in sets}
-    for limit, budget, chars, most, closest in itertools.product(limits, budgets, chars_, mores, closests):
-        metatools.SEARCH_BUDGET_CHARS, metatools.MORE_SUMMARY_CHARS = budget, chars
+    for limit, budget, chars, most, closest, line in itertools.product(limits, budgets, chars_, mores, closests, lines):
+        metatools.SEARCH_BUDGET_CHARS, metatools.MORE_SUMMARY_CHARS, metatools.MORE_LINE_CHARS = budget, chars, line
         metatools.MAX_MORE, metatools.MAX_CLOSEST = most, closest
         row: dict[str, Any] = {
             "limit": limit,
@@ -75,6 +83,7 @@ def sweep(
             "summary_chars": chars,
             "more": most,
             "closest": closest,
+            "line": line,
         }
         for name, _, queries in sets:
             meta = metas[name]
@@ -138,13 +147,14 @@ def main() -> None:
     parser.add_argument("--chars", default=",".join(map(str, SUMMARY_CHARS)), help="tail summary lengths to try")
     parser.add_argument("--more", default=",".join(map(str, MORES)), help="most tail lines (MAX_MORE) to try")
     parser.add_argument("--closest", default=",".join(map(str, CLOSESTS)), help="MAX_CLOSEST values to try")
+    parser.add_argument("--line", default=",".join(map(str, LINES)), help="MORE_LINE_CHARS values to try")
     args = parser.parse_args()
     sets = tuning_sets()
     figures = {"sets": [(n, len(q)) for n, _, q in sets], "floors": floors(sets)}
     if not args.floors_only:
         grid = [
             [int(v) for v in text.split(",")]
-            for text in (args.limits, args.budgets, args.chars, args.more, args.closest)
+            for text in (args.limits, args.budgets, args.chars, args.more, args.closest, args.line)
         ]
         figures["sweep"] = sweep(sets, *grid)
     if args.json:
@@ -161,7 +171,7 @@ def main() -> None:
         mean = row["mean_non_finance"]
         print(
             f"limit {row['limit']} budget {row['budget']} chars {row['summary_chars']} more {row['more']} "
-            f"closest {row['closest']}: {cells}  "
+            f"closest {row['closest']} line {row['line']}: {cells}  "
             f"mean(non-finance) {mean['shown']:.3f} {mean['p50']:.0f}"
         )
 

@@ -19,7 +19,7 @@ import pytest
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.cli import main
 from progressive_mcp.search import embedder, fusion, vectors
-from progressive_mcp.search.index import SearchIndex
+from progressive_mcp.search.index import INTENT_PRIOR, ITEM_PRIOR, SearchIndex
 from progressive_mcp.sources import load_catalog
 
 if TYPE_CHECKING:
@@ -129,8 +129,9 @@ def test_fusion_merges_the_two_rankings_by_reciprocal_rank(lastfm: Catalog) -> N
         expected[doc] = 1 / (fusion.K + rank)
     for rank, doc in enumerate(semantic, 1):
         expected[doc] = expected.get(doc, 0.0) + fusion.WEIGHT / (fusion.K + rank)
-    assert [doc for doc, _ in fused] == sorted(expected, key=lambda doc: -expected[doc])
-    assert [share for _, share in fused] == pytest.approx([expected[doc] / fusion.BEST for doc, _ in fused])
+    head = fused[: len(expected)]
+    assert [doc for doc, _ in head] == sorted(expected, key=lambda doc: -expected[doc])
+    assert [share for _, share in head] == pytest.approx([expected[doc] / fusion.BEST for doc, _ in head])
     assert fused[0] == (40, pytest.approx(1 / (fusion.K + 1) / fusion.BEST))
     left_out = signal.ranking("zzz", fusion.DEPTH, leave_out={semantic[0]})
     assert left_out is not None and semantic[0] not in left_out and left_out[0] == semantic[1]
@@ -150,6 +151,32 @@ def test_minilm_reads_the_query_without_its_ids(lastfm: Catalog) -> None:
     assert model.texts[-1] == "refund $25 of for order 'spring'"
     signal.fuse("cus_Kp1q2r3s", [(0, 1.0)])  # nothing but an id: the id is all there is to read
     assert model.texts[-1] == "cus_Kp1q2r3s"
+
+
+def test_tools_below_the_merge_follow_it_for_the_tail_without_moving_it(lastfm: Catalog) -> None:
+    model = LetterModel()
+    tools = lastfm.tools
+    signal = fusion.SemanticFusion(
+        tools,
+        vectors=vectors.ToolVectors(tools, cache=vectors.VectorCache(), embed=model.embed),
+        embed_query=model.query,
+    )
+    semantic = signal.ranking("zzz", fusion.TAIL_DEPTH)
+    assert semantic is not None
+    # The two rankings agree on their first DEPTH tools: the merge alone has DEPTH tools, too few for a 30-line tail.
+    lexical = [(doc, 1.0 - rank / 100) for rank, doc in enumerate(semantic)]
+    fused = signal.fuse("zzz", lexical)
+    assert fused is not None
+    docs = [doc for doc, _ in fused]
+    assert docs[: fusion.DEPTH] == semantic[: fusion.DEPTH]  # the merged order, unchanged
+    assert docs[fusion.DEPTH :] == semantic[fusion.DEPTH :]  # then the deeper tools, in their fused order
+    assert len(docs) == len(set(docs)) == fusion.TAIL_DEPTH
+    last_merged = fused[fusion.DEPTH - 1][1]
+    # Below every merged tool even after the intent penalty (SearchIndex._by_intent) lowers one ...
+    assert all(share <= fusion.TAIL_SHARE * last_merged for _, share in fused[fusion.DEPTH :])
+    assert fusion.TAIL_SHARE < 1 / (1 + INTENT_PRIOR)
+    # ... and the collection rule's (SearchIndex._by_need), which can fall on the same tool.
+    assert fusion.TAIL_SHARE < 1 / ((1 + INTENT_PRIOR) * (1 + ITEM_PRIOR))
 
 
 def test_a_tool_the_words_miss_but_the_meaning_finds_moves_up(minilm: embedder.Embedder, lastfm: Catalog) -> None:

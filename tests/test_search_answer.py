@@ -22,6 +22,7 @@ from real_documents import REAL
 
 from progressive_mcp.catalog import Catalog
 from progressive_mcp.sources import load_catalog
+from progressive_mcp.surfaces import metatools
 from progressive_mcp.surfaces.metatools import (
     CLOSEST_CATEGORIES,
     CODE_SEARCH_BUDGET_CHARS,
@@ -31,6 +32,8 @@ from progressive_mcp.surfaces.metatools import (
     MAX_CATEGORIES_NAMED,
     MAX_CLOSEST,
     MAX_MORE,
+    MIN_SUMMARY_CHARS,
+    MORE_LINE_CHARS,
     MORE_SUMMARY_CHARS,
     NO_CONFIDENT_MATCH,
     SEARCH_BUDGET_CHARS,
@@ -285,6 +288,36 @@ def test_one_answer_names_thirty_tools_when_their_lines_are_short(tmp_path: Path
     assert sorted(named) == sorted(f"listWidgets{n:02d}" for n in range(30))
     text = json.dumps(answer)
     assert len(text) <= SEARCH_BUDGET_CHARS and count_tokens(text) <= ANSWER_TOKENS
+
+
+def test_a_long_name_gets_a_shorter_summary_or_none_so_the_tail_names_more_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: in an uncurated catalog a tail line with a summary is at most MORE_LINE_CHARS; a name that
+    leaves less than MIN_SUMMARY_CHARS is shown alone (Stripe's names say what the tool does). Thirty alike tools
+    with long names and long summaries, each a match: the budget names more of them than with whole lines."""
+    paths = {
+        f"/widgets/{n:02d}": {
+            "get": {
+                "operationId": f"getWidgets{n:02d}" + "BatchDetails" * (n % 2) * (MORE_LINE_CHARS // 12),
+                "summary": f"Returns the widgets of batch number {n:02d}, with their owners, prices and history",
+            }
+        }
+        for n in range(30)
+    }
+    document = {"openapi": "3.0.0", "info": {"title": "Widgets", "version": "1"}, "paths": paths}
+    (tmp_path / "widgets.json").write_text(json.dumps(document), encoding="utf-8")
+    catalog = load_catalog(tmp_path / "widgets.json")
+    answer = MetaTools(catalog, semantic=False).tool_search({"query": "widgets of a batch"})
+    lines = answer["more"].split("\n")
+    assert all(len(line) <= MORE_LINE_CHARS for line in lines if ": " in line)  # a bare name is never cut
+    bare = [line for line in lines if ": " not in line]
+    assert bare and all(len(name) + 2 + MIN_SUMMARY_CHARS > MORE_LINE_CHARS for name in bare)
+    assert any(": " in line for line in lines)  # a shorter name keeps a (shorter) summary
+    assert len(json.dumps(answer)) <= SEARCH_BUDGET_CHARS
+    monkeypatch.setattr(metatools, "MORE_LINE_CHARS", 0)
+    whole = MetaTools(catalog, semantic=False).tool_search({"query": "widgets of a batch"})
+    assert len(tail_names(answer["more"])) > len(tail_names(whole["more"]))
 
 
 @pytest.mark.parametrize("tags", [3, MAX_CATEGORIES_NAMED + 8])

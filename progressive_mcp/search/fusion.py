@@ -33,6 +33,12 @@ if TYPE_CHECKING:
 WEIGHT = 0.5  # the semantic ranking's weight against the lexical one's 1
 K = 10  # reciprocal-rank constant: small, so the first places of each ranking count most
 DEPTH = 20  # how many tools of each ranking are merged
+# TOOL_SEARCH's tail lists up to 30 tools after its detailed hits, more than a merge of DEPTH each gives where the
+# two rankings agree (Spotify: often 22 tools in all). Tools down to TAIL_DEPTH of either ranking follow the merged
+# ones, in their own fused order and each below every merged tool even after `SearchIndex._by_intent`'s penalty
+# (TAIL_SHARE of the last merged score), so the merged order, the top ranks included, is what it was.
+TAIL_DEPTH = 40
+TAIL_SHARE = 0.5
 BEST = (1.0 + WEIGHT) / (K + 1)  # a tool first in both rankings: fused scores are shown as a share of this
 
 log = logging.getLogger(__name__)
@@ -126,12 +132,25 @@ class SemanticFusion:
         """The lexical ranking (tool index, score) merged with the semantic one, as (tool index, share of `BEST`)
         best first; None when the semantic ranking is unavailable."""
         # MiniLM reads the need, not the ids: their word pieces pull the vector toward tools with such pieces.
-        semantic = self.ranking(without_ids(query), DEPTH, leave_out)
+        semantic = self.ranking(without_ids(query), TAIL_DEPTH, leave_out)
         if semantic is None:
             return None
-        scores: dict[int, float] = {}
-        for ranking, weight in (([doc for doc, _ in lexical[:DEPTH]], 1.0), (semantic, WEIGHT)):
-            for rank, doc in enumerate(ranking, 1):
-                scores[doc] = scores.get(doc, 0.0) + weight / (K + rank)
+        words = [doc for doc, _ in lexical]
+        scores = _merge(words[:DEPTH], semantic[:DEPTH])
         # sorted() is stable: a tie goes to the tool the lexical ranking placed first.
-        return [(doc, scores[doc] / BEST) for doc in sorted(scores, key=lambda doc: -scores[doc])]
+        fused = [(doc, scores[doc] / BEST) for doc in sorted(scores, key=lambda doc: -scores[doc])]
+        deeper = _merge(words[:TAIL_DEPTH], semantic)
+        below = sorted((doc for doc in deeper if doc not in scores), key=lambda doc: -deeper[doc])
+        if fused and below:
+            scale = TAIL_SHARE * fused[-1][1] / deeper[below[0]]
+            fused += [(doc, deeper[doc] * scale) for doc in below]
+        return fused
+
+
+def _merge(lexical: Sequence[int], semantic: Sequence[int]) -> dict[int, float]:
+    """Each tool's reciprocal-rank score over the two rankings (best first each), in first-seen order."""
+    scores: dict[int, float] = {}
+    for ranking, weight in ((lexical, 1.0), (semantic, WEIGHT)):
+        for rank, doc in enumerate(ranking, 1):
+            scores[doc] = scores.get(doc, 0.0) + weight / (K + rank)
+    return scores

@@ -58,14 +58,29 @@ DEFAULT_SEARCH_LIMIT = 2  # hits shown in detail unless `limit` says otherwise
 # 30 tail lines and the closest tools of a "nothing fits" answer (MAX_CLOSEST), 1,500 characters show a grade-2
 # tool for 0.935 of Last.fm's positives at a median 354 tokens and 0.975 of Spotify dev's at 322 (before: 1,200, 20
 # lines, no closest tools: 0.885 at 283, 0.975 at 278); 1,800 gains 1 point on Last.fm at 413; 40 lines, nothing.
-SEARCH_BUDGET_CHARS = 1500
+# Then with Stripe's dev split, a fused list deep enough for the tail (fusion.TAIL_DEPTH) and 56-character lines
+# (MORE_LINE_CHARS), `bench/answer_shape.py --limits 1,2 --budgets 1500,1700,1900 --more 40 --line 0,56`: 1,700 shows
+# Last.fm 0.950, Spotify dev 0.988, Stripe dev 0.900 at median 400 / 404 / 367 tokens (p90 418 / 422 / 401); 1,500:
+# 0.940 / 0.988 / 0.890 at 354 / 357 / 322; 1,900: 0.950 / 0.988 / 0.920 at 446 / 454 / 411, no margin left.
+SEARCH_BUDGET_CHARS = 1700
 CURATED_SEARCH_BUDGET_CHARS = 800
 # Code mode keeps the tail's earlier budget: a script's searches name their tools, and at 1,000 characters and more
 # the data-heavy 20-day SMA task's code-mode flow goes over DESIGN.md's 10% of the progressive flow's tokens
 # (`progressive-mcp tokens`: 9.8% at 800, 10.2% at 1,000, 10.6% at 1,200).
 CODE_SEARCH_BUDGET_CHARS = 800
-MAX_MORE = 30
+MAX_MORE = 40  # 30 before MORE_LINE_CHARS: shorter lines fit ten more within the budget (see there)
 MORE_SUMMARY_CHARS = 40
+# An uncurated catalog's tail line, name and summary together: a long name gets a shorter summary, and none where
+# less than MIN_SUMMARY_CHARS would be left (Stripe's PostTestHelpersTestClocksTestClockAdvance says what it does), so
+# long names cost little more than short ones and the budget names more tools. Issue 29, bench/answer_shape.py on the
+# tuning sets only (Last.fm, Spotify dev, Stripe dev), 2 hits, 40 lines: at 1,500 characters no cap shows a grade-2
+# tool for 0.935 / 0.988 / 0.880 of their positives, 56 for 0.940 / 0.988 / 0.890 (64 and 72: as no cap); at 1,700,
+# 0.940 / 0.988 / 0.890 and 0.950 / 0.988 / 0.900 at median 400 / 404 / 367 tokens. Shorter lines then fill 30
+# before the budget; with 40 lines at 1,700 characters (`--budgets 1700 --more 30,40 --line 32,36,40`): 40 shows
+# 0.950 / 0.988 / 0.950 at 418 / 421 / 375, 36: 0.950 / 0.988 / 0.970 at 418 / 408 / 374 (p90 427 / 428 / 406), 32:
+# as 36 at fewer tokens but most summaries under a dozen characters. Curated catalogs keep whole lines.
+MORE_LINE_CHARS = 36
+MIN_SUMMARY_CHARS = 12
 # Where the engine finds no confident match but its best tool still answers this share of the query on its own
 # (`Ranking.relative`), up to MAX_CANDIDATES tools are shown, marked low-confidence; below it the query reads as
 # off-topic. Chosen with bench/answer_shape.py on the tuning sets: at 0.3, 10 of the 31 positives without a confident
@@ -233,17 +248,29 @@ def _object(properties: dict[str, Any], required: list[str] | None = None, *, cl
     return schema
 
 
-def _short(summary: str) -> str:
-    """A summary's first sentence, cut at a word to at most MORE_SUMMARY_CHARS."""
+def _short(summary: str, most: int | None = None) -> str:
+    """A summary's first sentence, cut at a word to at most `most` characters (MORE_SUMMARY_CHARS)."""
+    most = MORE_SUMMARY_CHARS if most is None else most
     text = " ".join(summary.split())
     end = text.find(". ")
     if end > 0:
         text = text[:end]
     text = text.rstrip(".")
-    if len(text) <= MORE_SUMMARY_CHARS:
+    if len(text) <= most:
         return text
-    cut = text.rfind(" ", 0, MORE_SUMMARY_CHARS + 1)
-    return text[: cut if cut > MORE_SUMMARY_CHARS // 2 else MORE_SUMMARY_CHARS].rstrip(" ,;:-(")
+    cut = text.rfind(" ", 0, most + 1)
+    return text[: cut if cut > most // 2 else most].rstrip(" ,;:-(")
+
+
+def _line(name: str, summary: str, line_chars: int = 0) -> str:
+    """A tail line: `name: summary` (the summary cut to what `line_chars` leaves, 0: no cap), or the name alone."""
+    most = MORE_SUMMARY_CHARS
+    if line_chars:
+        most = min(most, line_chars - len(name) - 2)
+        if most < MIN_SUMMARY_CHARS:
+            return name
+    summary = _short(summary, most)
+    return f"{name}: {summary}" if summary and summary.lower() != name.lower() else name
 
 
 def _flag(value: Any) -> bool | None:
@@ -436,8 +463,7 @@ class MetaTools:
         detailed entry with a comma (the score at its longest); made once per tool."""
         costs = self._answer_costs.get(hit.name)
         if costs is None:
-            summary = _short(hit.summary)
-            line = f"{hit.name}: {summary}" if summary and summary.lower() != hit.name.lower() else hit.name
+            line = _line(hit.name, hit.summary, 0 if self.index.curated else MORE_LINE_CHARS)
             entry = {"name": hit.name, "score": 0.555, "summary": hit.summary, "category": hit.category}
             costs = (line, len(dumps(line))), len(dumps(entry)) + 1
             self._answer_costs[hit.name] = costs
