@@ -33,10 +33,11 @@ if TYPE_CHECKING:
 WEIGHT = 0.5  # the semantic ranking's weight against the lexical one's 1
 K = 10  # reciprocal-rank constant: small, so the first places of each ranking count most
 DEPTH = 20  # how many tools of each ranking are merged
-# TOOL_SEARCH's tail lists up to 30 tools after its detailed hits, more than a merge of DEPTH each gives where the
-# two rankings agree (Spotify: often 22 tools in all). Tools down to TAIL_DEPTH of either ranking follow the merged
-# ones, in their own fused order and each below every merged tool even after `SearchIndex._by_intent`'s penalty
-# (TAIL_SHARE of the last merged score), so the merged order, the top ranks included, is what it was.
+# TOOL_SEARCH's tail lists up to 40 tools after its detailed hits (metatools.MAX_MORE), more than a merge of DEPTH
+# each gives where the two rankings agree (Spotify: often 22 tools in all). Tools down to TAIL_DEPTH of either ranking
+# follow the merged ones, in their own fused order and each below every merged tool even after the penalties of
+# `SearchIndex._by_intent` and `_by_need` (TAIL_SHARE of the last merged score), so the merged order, the top ranks
+# included, is what it was.
 TAIL_DEPTH = 40
 TAIL_SHARE = 0.5
 BEST = (1.0 + WEIGHT) / (K + 1)  # a tool first in both rankings: fused scores are shown as a share of this

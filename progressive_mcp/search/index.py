@@ -1160,20 +1160,21 @@ def _item_reads(tools: Sequence[CatalogTool]) -> list[bool]:
     a GET whose path ends in a parameter (/coupons/{coupon}, /Calls/{Sid}.json) beside a GET of the parent path
     (/coupons, /Calls.json) that needs no argument the record's read does not. Where no such list exists (Spotify's
     /artists takes a list of ids), the record's read is the only way to it and is left alone."""
+    gets = [t.operation if t.operation is not None and t.operation.method.upper() == "GET" else None for t in tools]
+    needs = [frozenset(p.name for p in tool.params if p.required) for tool in tools]  # each tool's required arguments
     reads: dict[str, frozenset[str]] = {}
-    for tool in tools:
-        if tool.operation is not None and tool.operation.method.upper() == "GET":
-            reads.setdefault(tool.operation.path.rstrip("/"), frozenset(p.name for p in tool.params if p.required))
+    for route, need in zip(gets, needs, strict=True):
+        if route is not None:
+            reads.setdefault(route.path.rstrip("/"), need)
     found = []
-    for tool in tools:
-        operation = tool.operation
+    for route, need in zip(gets, needs, strict=True):
         listed = False
-        if operation is not None and operation.method.upper() == "GET":
-            parent, _, last = operation.path.rstrip("/").rpartition("/")
+        if route is not None:
+            parent, _, last = route.path.rstrip("/").rpartition("/")
             match = re.fullmatch(r"\{[^{}]+\}(\.\w+)?", last)
             if match and parent:
-                needs = reads.get(parent + (match.group(1) or ""))
-                listed = needs is not None and needs <= {p.name for p in tool.params if p.required}
+                collection = reads.get(parent + (match.group(1) or ""))
+                listed = collection is not None and collection <= need
         found.append(listed)
     return found
 
