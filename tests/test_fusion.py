@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from progressive_mcp.catalog import Catalog
+from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.cli import main
 from progressive_mcp.search import embedder, fusion, vectors
 from progressive_mcp.search.index import INTENT_PRIOR, ITEM_PRIOR, SearchIndex
@@ -110,14 +110,21 @@ class LetterModel:
         return self.embed([text])[0]
 
 
-def test_fusion_merges_the_two_rankings_by_reciprocal_rank(lastfm: Catalog) -> None:
+def letter_fusion(tools: Sequence[CatalogTool]) -> tuple[LetterModel, fusion.SemanticFusion]:
+    """The fusion over `tools` with the letter model standing in for MiniLM (tool documents and queries), and the
+    model, whose `texts` list what was embedded."""
     model = LetterModel()
-    tools = lastfm.tools
     signal = fusion.SemanticFusion(
         tools,
         vectors=vectors.ToolVectors(tools, cache=vectors.VectorCache(), embed=model.embed),
         embed_query=model.query,
     )
+    return model, signal
+
+
+def test_fusion_merges_the_two_rankings_by_reciprocal_rank(lastfm: Catalog) -> None:
+    model, signal = letter_fusion(lastfm.tools)
+    tools = lastfm.tools
     semantic = signal.ranking("zzz", fusion.DEPTH)
     assert semantic is not None and len(semantic) == fusion.DEPTH
     lexical = [(i, 1.0 - i / 100) for i in range(40, 40 + fusion.DEPTH)]  # tools the semantic ranking has not
@@ -140,13 +147,7 @@ def test_fusion_merges_the_two_rankings_by_reciprocal_rank(lastfm: Catalog) -> N
 
 
 def test_minilm_reads_the_query_without_its_ids(lastfm: Catalog) -> None:
-    model = LetterModel()
-    tools = lastfm.tools
-    signal = fusion.SemanticFusion(
-        tools,
-        vectors=vectors.ToolVectors(tools, cache=vectors.VectorCache(), embed=model.embed),
-        embed_query=model.query,
-    )
+    model, signal = letter_fusion(lastfm.tools)
     signal.fuse("refund $25 of ch_3Kx9ZbL2eZvKYlo21 for order 55123 'spring'", [(0, 1.0)])
     assert model.texts[-1] == "refund $25 of for order 'spring'"
     signal.fuse("cus_Kp1q2r3s", [(0, 1.0)])  # nothing but an id: the id is all there is to read
@@ -154,13 +155,7 @@ def test_minilm_reads_the_query_without_its_ids(lastfm: Catalog) -> None:
 
 
 def test_tools_below_the_merge_follow_it_for_the_tail_without_moving_it(lastfm: Catalog) -> None:
-    model = LetterModel()
-    tools = lastfm.tools
-    signal = fusion.SemanticFusion(
-        tools,
-        vectors=vectors.ToolVectors(tools, cache=vectors.VectorCache(), embed=model.embed),
-        embed_query=model.query,
-    )
+    _, signal = letter_fusion(lastfm.tools)
     semantic = signal.ranking("zzz", fusion.TAIL_DEPTH)
     assert semantic is not None
     # The two rankings agree on their first DEPTH tools: the merge alone has DEPTH tools, too few for a 30-line tail.
@@ -172,7 +167,7 @@ def test_tools_below_the_merge_follow_it_for_the_tail_without_moving_it(lastfm: 
     assert docs[fusion.DEPTH :] == semantic[fusion.DEPTH :]  # then the deeper tools, in their fused order
     assert len(docs) == len(set(docs)) == fusion.TAIL_DEPTH
     last_merged = fused[fusion.DEPTH - 1][1]
-    # Below every merged tool even after the intent penalty (SearchIndex._by_intent) lowers one ...
+    # Below every merged tool even after the mood's penalty (SearchIndex._by_intent) lowers one ...
     assert all(share <= fusion.TAIL_SHARE * last_merged for _, share in fused[fusion.DEPTH :])
     assert fusion.TAIL_SHARE < 1 / (1 + INTENT_PRIOR)
     # ... and the collection rule's (SearchIndex._by_need), which can fall on the same tool.
@@ -342,13 +337,8 @@ def test_near_means_closer_to_a_tool_than_any_everyday_request_comes(lastfm: Cat
     is near when its closest tool is at least that close (the letter model stands in for MiniLM)."""
     from progressive_mcp.search.semantic import everyday_requests
 
-    model = LetterModel()
+    model, signal = letter_fusion(lastfm.tools)
     tools = lastfm.tools
-    signal = fusion.SemanticFusion(
-        tools,
-        vectors=vectors.ToolVectors(tools, cache=vectors.VectorCache(), embed=model.embed),
-        embed_query=model.query,
-    )
     assert signal.near(vectors.document(tools[3]))  # a tool's own document: cosine 1
     assert not signal.near("zzzz qqqq xxxx")
     assert len(model.texts) == len(tools) + len(everyday_requests()) + 2  # the bar's requests embedded once
