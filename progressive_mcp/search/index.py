@@ -35,7 +35,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from progressive_mcp.catalog import CatalogTool
-from progressive_mcp.search import providers, records
+from progressive_mcp.search import english, providers, records
 from progressive_mcp.search import vocabulary as vocab
 from progressive_mcp.search.fusion import DEPTH as FUSION_DEPTH
 from progressive_mcp.search.fusion import SemanticFusion
@@ -939,6 +939,8 @@ class SearchIndex:
             expansions.setdefault(synonym, SYNONYM_FACTOR)
         if not any(t in self._vocabulary for t in expansions):
             fixed = self._correct(term)
+            if fixed is not None and english.is_word(typed):
+                fixed = None  # a word spelled right is no typo of a catalog word ("center" is not "enter")
             if fixed is None:
                 similar = self._semantic.similar_terms(typed) if self._semantic and len(typed) > 2 else None
                 if similar:  # the catalog words nearest in meaning ("bio" -> biography)
