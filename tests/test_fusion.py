@@ -150,6 +150,16 @@ def test_minilm_reads_the_query_without_its_ids(lastfm: Catalog) -> None:
     model, signal = letter_fusion(lastfm.tools)
     signal.fuse("refund $25 of ch_3Kx9ZbL2eZvKYlo21 for order 55123 'spring'", [(0, 1.0)])
     assert model.texts[-1] == "refund $25 of for order 'spring'"
+
+
+def test_near_reads_the_query_as_the_ranking_does(lastfm: Catalog) -> None:
+    """`near` judges the text the fused ranking embeds (no ids), so a query with ids is embedded once, not twice."""
+    model, signal = letter_fusion(lastfm.tools)
+    query = "refund ch_3Kx9ZbL2eZvKYlo21 for order 55123"
+    signal.near(query)
+    judged = model.texts[-1]
+    signal.fuse(query, [(0, 1.0)])
+    assert judged == model.texts[-1] == "refund for order"
     signal.fuse("cus_Kp1q2r3s", [(0, 1.0)])  # nothing but an id: the id is all there is to read
     assert model.texts[-1] == "cus_Kp1q2r3s"
 

@@ -102,7 +102,8 @@ class SemanticFusion:
     def near(self, query: str) -> bool:
         """Whether the query's closest tool is closer than any everyday request (`semantic.everyday_requests`:
         cooking, weather, homework ...) comes to any tool: a query the lexical engine rejects but that is still
-        about this catalog, calibrated per catalog without labels. The bar is computed once, on first use."""
+        about this catalog, calibrated per catalog without labels. The bar is computed once, on first use. The
+        query is read without its ids, as `fuse` reads it: one embedding serves both."""
         if self._broken:
             return False
         import numpy as np
@@ -122,7 +123,7 @@ class SemanticFusion:
                         else np.stack([self._embed_query(text) for text in texts])
                     )
                     self._bar = float(np.einsum("ij,kj->ik", anchors, matrix).max())
-            best = float(np.einsum("ij,j->i", matrix, self._embed_query(query)).max())
+            best = float(np.einsum("ij,j->i", matrix, self._embed_query(without_ids(query))).max())
         except (EmbeddingProviderError, ImportError, OSError, ValueError, RuntimeError):
             return False
         return best >= self._bar
