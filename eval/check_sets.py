@@ -28,7 +28,7 @@ from progressive_mcp.search.evaluation import load_queries
 from progressive_mcp.sources import load_catalog
 
 HERE = Path(__file__).resolve().parent
-DEFAULT = ("twilio", "stripe")
+DEFAULT = ("twilio", "stripe", "openai")
 FIELDS = {"id", "query", "relevant", "kind", "split"}
 KINDS = ("paraphrase", "entity", "jargon", "multi", "vague", "negative")
 RUN = 5  # words: a longer run shared with the catalog's prose counts as copied

@@ -31,6 +31,7 @@ check_sets = _checker()
     ("name", "document", "tools"),
     [
         ("twilio", "twilio/twilio_api_v2010.json", 197),
+        ("openai", "openai/openapi.yaml", 288),
         # the same checks on a document twice the size (its load alone is ~15 CPU-s): make test-slow
         pytest.param("stripe", "stripe/spec3.json", 417, marks=pytest.mark.slow),
     ],
