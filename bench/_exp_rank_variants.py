@@ -152,7 +152,21 @@ VARIANTS: dict[str, Fuse] = {
     **{
         f"conf-{src[:3]}-{lo}-{hi}": by_confidence(lo, hi, src)
         for src in ("relative", "coverage", "confidence")
-        for lo, hi in ((0.25, 0.75), (0.25, 1.0), (0.0, 1.0), (0.5, 1.0), (0.35, 0.65))
+        for lo, hi in (
+            (0.25, 0.75),
+            (0.25, 1.0),
+            (0.0, 1.0),
+            (0.5, 1.0),
+            (0.35, 0.65),
+            (0.1, 1.0),
+            (0.35, 1.0),
+            (0.25, 1.25),
+            (0.25, 0.9),
+            (0.15, 0.9),
+            (0.35, 0.9),
+            (0.5, 0.5),
+            (0.25, 1.5),
+        )
     },
 }
 
@@ -256,6 +270,54 @@ def minilm(self, query, lexical, leave_out, ranking):  # type: ignore[no-untyped
 
 
 VARIANTS["minilm"] = minilm
+
+
+def query_text(rewrite: Callable[[str], str]) -> Fuse:
+    """The shipped fusion, MiniLM reading `rewrite(query without ids)`."""
+
+    def fuse(self, query, lexical, leave_out, ranking):  # type: ignore[no-untyped-def]
+        semantic = semantic_order(self, rewrite(without_ids(query)) or query, fusion.TAIL_DEPTH, leave_out)
+        return rrf(lexical, semantic, fusion.WEIGHT)
+
+    return fuse
+
+
+_QUOTED = re.compile(r"(?<!\w)['\"`\u2018\u201c][^'\"`\u2019\u201d]{1,40}['\"`\u2019\u201d](?!\w)")
+VARIANTS["q-noquotes"] = query_text(lambda q: " ".join(_QUOTED.sub(" ", q).split()))
+VARIANTS["q-lower"] = query_text(str.lower)
+VARIANTS["q-nopunct"] = query_text(lambda q: " ".join(re.sub(r"[?!,;:]+", " ", q).split()))
+
+_second: dict[int, Any] = {}
+
+
+def two_vectors(second: Callable[[Any], str], mix: str = "max") -> Fuse:
+    """MiniLM's closeness as the better (or mean) of two documents per tool: the shipped one and `second`."""
+
+    def fuse(self, query, lexical, leave_out, ranking):  # type: ignore[no-untyped-def]
+        import numpy as np
+
+        if id(self) not in _second:
+            from progressive_mcp.search import embedder
+
+            texts = [second(tool) or vectors.document(tool) for tool in self._vectors._tools]
+            _second[id(self)] = embedder.Embedder.shared().embed(texts)
+        text = without_ids(query)
+        one = cosines(self, text)
+        two = _second[id(self)] @ self._embed_query(text)
+        both = np.maximum(one, two) if mix == "max" else (one + two) / 2
+        order = [int(i) for i in np.argsort(-both, kind="stable") if int(i) not in leave_out][: fusion.TAIL_DEPTH]
+        return rrf(lexical, order, fusion.WEIGHT)
+
+    return fuse
+
+
+def _lead(tool: Any) -> str:
+    return dense.trim_description(tool.description).split(". ")[0]
+
+
+VARIANTS["two-lead-max"] = two_vectors(_lead)
+VARIANTS["two-lead-mean"] = two_vectors(_lead, "mean")
+VARIANTS["two-summary-max"] = two_vectors(lambda t: t.summary)
 
 _HTTP = {"get", "post", "put", "patch", "delete"}
 
