@@ -10,15 +10,17 @@ import logging
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from real_documents import REAL
 
 from progressive_mcp.catalog import Catalog, CatalogTool
 from progressive_mcp.cli import main
-from progressive_mcp.search import embedder, fusion, vectors
+from progressive_mcp.search import dense, embedder, fusion, vectors
 from progressive_mcp.search.index import INTENT_PRIOR, ITEM_PRIOR, SearchIndex
 from progressive_mcp.sources import load_catalog
 
@@ -263,6 +265,51 @@ def test_a_compiled_catalog_carries_its_vectors_and_a_search_embeds_only_the_que
     assert from_yaml["embedded"] == len(lastfm.tools) + 1  # embedded lazily, at the first search, then the query
     assert not from_yaml["loaded_before_search"]
     assert from_file["hits"] == from_yaml["hits"] and "track.getInfo" in from_file["hits"][:2]
+
+
+def test_a_tool_document_reads_an_operations_http_verb_as_its_action() -> None:
+    if not REAL["stripe"].exists():
+        pytest.skip("the real OpenAPI documents (../shared/openapi) are absent")
+    tools = {tool.name: tool for tool in load_catalog(str(REAL["stripe"])).tools}
+    # MiniLM reads "post" as publishing and "get" alike for a list and one record: the verb says which action.
+    assert vectors.name_words(tools["PostCustomers"]) == ["create", "customers"]  # POST /v1/customers
+    assert vectors.name_words(tools["PostCustomersCustomer"]) == ["update", "customers", "customer"]  # /{customer}
+    assert vectors.name_words(tools["GetCharges"]) == ["list", "charges"]
+    assert vectors.name_words(tools["GetChargesCharge"]) == ["get", "charges", "charge"]
+    assert vectors.name_words(tools["DeleteCouponsCoupon"]) == ["delete", "coupons", "coupon"]
+    assert vectors.document(tools["PostCustomers"]).startswith("create customers. ")
+    twilio = {tool.name: tool for tool in load_catalog(str(REAL["twilio"])).tools}
+    assert vectors.name_words(twilio["DeleteCall"])[0] == "delete"  # DELETE .../Calls/{Sid}.json
+    assert vectors.name_words(twilio["ListCallRecording"])[0] == "list"  # no HTTP verb: the name as it is
+    spotify = {tool.name: tool for tool in load_catalog(str(REAL["spotify"])).tools}
+    assert vectors.name_words(spotify["get-several-tracks"]) == ["list", "several", "tracks"]  # GET /tracks
+    assert vectors.name_words(spotify["get-track"]) == ["get", "track"]  # GET /tracks/{id}
+    lastfm = load_catalog(str(LASTFM)).tools[0]  # a tool of no REST operation keeps its name's words
+    assert vectors.name_words(lastfm) == dense.split_name(lastfm.name)
+
+
+def test_a_compiled_catalogs_vectors_of_another_tool_document_are_not_used(lastfm: Catalog) -> None:
+    from progressive_mcp.search import providers
+    from progressive_mcp.sources import compiled
+
+    def loaded(document: str) -> tuple[Catalog, int]:
+        data = compiled.to_data(lastfm)
+        data.pop("version", None)
+        marker = uuid.uuid4().hex  # tools no other test (nor call) has embedded
+        for tool in data["tools"]:
+            tool["summary"] = f"{tool.get('summary', '')} ({marker})"
+        rows = b"\x01" * (len(data["tools"]) * vectors.ROW_BYTES)
+        model = providers.active().model_id
+        data["vectors"] = {"model": model, "document": document, "dimension": vectors.ROW_BYTES}
+        data["vectors"]["int8"] = vectors.encode(rows)
+        catalog = compiled.from_data(data)
+        _, embedded = vectors.rows_for(catalog.tools, vectors.VectorCache.shared(), LetterModel().embed)
+        return catalog, embedded
+
+    catalog, embedded = loaded(vectors.DOCUMENT_VARIANT)
+    assert embedded == 0  # vectors of this document: used as stored
+    catalog, embedded = loaded("short")  # an older release's document (name, title, summary, category, keywords)
+    assert embedded == len(catalog.tools)  # stale: every tool is embedded again
 
 
 def test_vectors_of_other_documents_are_not_used(lastfm: Catalog) -> None:

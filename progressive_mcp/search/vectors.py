@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -34,7 +35,14 @@ if TYPE_CHECKING:
     from progressive_mcp.catalog import CatalogTool
 
 ROW_BYTES = embedder.DIMENSION  # one int8 per dimension
-DOCUMENT_VARIANT: dense.DocumentVariant = "short"  # the best measured with MiniLM on the tuning sets (issue 29)
+# What `document` is made of, stored beside a compiled catalog's vectors: rows made from another document are not
+# used (`sources.compiled`), and the gateway store's keys hold the document's digest.
+DOCUMENT_VARIANT = "short+verb"
+# An operationId's HTTP verb (PostCustomers, GetCustomersCustomer) as the action it stands for: MiniLM reads "post"
+# as publishing and cannot tell a list from a record's read. A POST, GET or the like on a path ending in a record's
+# id ({customer}) changes or reads that record; on a collection it creates one or lists them.
+_VERBS = {"get": ("list", "get"), "post": ("create", "update"), "put": ("update", "update"),
+          "patch": ("update", "update"), "delete": ("delete", "delete")}  # fmt: skip
 
 Embed = Callable[[Sequence[str]], "NDArray[np.float32]"]
 Lookup = Callable[[list[str]], Mapping[str, bytes]]  # keys -> the rows a store holds for some of them
@@ -42,8 +50,29 @@ log = logging.getLogger(__name__)
 
 
 def document(tool: CatalogTool) -> str:
-    """The text embedded for a tool."""
-    return dense.tool_document(tool, DOCUMENT_VARIANT)
+    """The text embedded for a tool: its name as words (`name_words`), title, summary, category words and keywords,
+    each part once."""
+    parts = [" ".join(name_words(tool)), tool.title, tool.summary, " ".join(dense.split_name(tool.category))]
+    seen: set[str] = set()
+    kept = []
+    for part in [*parts, *tool.keywords]:
+        key = " ".join(part.casefold().split())
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(part.strip().rstrip("."))
+    return ". ".join(kept)
+
+
+def name_words(tool: CatalogTool) -> list[str]:
+    """A tool's name as words, an opening HTTP verb that is its REST operation's method read as its action:
+    PostCustomers -> create customers, PostCustomersCustomer -> update customers customer, GetCharges -> list
+    charges, get-an-album (GET /albums/{id}) -> get an album."""
+    words = dense.split_name(tool.name)
+    route = tool.operation
+    if route is None or not words or words[0] != route.method.lower() or words[0] not in _VERBS:
+        return words
+    on_record = re.search(r"\}(\.\w+)?/?$", route.path) is not None
+    return [_VERBS[words[0]][on_record], *words[1:]]
 
 
 def key_of(tool: CatalogTool) -> str:

@@ -96,6 +96,8 @@ def _offer_vectors(data: Any, catalog: Catalog) -> None:
     model = providers.active().model_id
     if not isinstance(data, dict) or data.get("model") != model or not isinstance(data.get("int8"), str):
         return  # another model's vectors: the documents are embedded again, lazily, when first searched
+    if data.get("document") != tool_vectors.DOCUMENT_VARIANT:
+        return  # vectors of another tool document (an older release's): embedded again, lazily, likewise
     width = int(data.get("dimension", tool_vectors.ROW_BYTES))  # absent: MiniLM's, written before providers
     tool_vectors.VectorCache.shared().offer(catalog.tools, tool_vectors.decode(data["int8"], width), width)
 
