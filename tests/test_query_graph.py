@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from progressive_mcp.search import embedder, vectors
-from progressive_mcp.search.query_graph import int8_matmuls
+from progressive_mcp.search.query_graph import int8_weights
 from progressive_mcp.sources import load_catalog
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ LASTFM = ROOT / "tests" / "fixtures" / "lastfm" / "lastfm.yaml"
 STRIPE = ROOT.parent / "shared" / "openapi" / "stripe" / "spec3.json"
 # The rewrite of the pinned model (embedder.MODEL_SHA256) is byte for byte the same each time: a change to it is
 # seen here, and the vectors of the agreement test below belong to exactly this graph.
-REWRITTEN_SHA256 = "f346746c1ed5d93ad15ad75c8c30d7257f9ba097521c02ccaa32c64be3456b15"
+REWRITTEN_SHA256 = "54b19125bd40b3edbf0784f66c9f75051a2d0061c38de1a7890f97c7c9ff1196"
 
 
 @pytest.fixture(scope="module")
@@ -42,20 +42,22 @@ def model_bytes(minilm: embedder.Embedder) -> bytes:
     return data
 
 
-def test_every_weight_product_of_the_pinned_model_runs_in_int8(model_bytes: bytes) -> None:
-    rewritten, count = int8_matmuls(model_bytes)
-    assert count == 36  # 6 layers x (query, key, value, attention output, feed-forward in and out)
+def test_every_weight_of_the_pinned_model_is_read_as_int8(model_bytes: bytes) -> None:
+    rewritten, count = int8_weights(model_bytes)
+    assert count == 38  # 6 layers x (query, key, value, attention output, feed-forward in and out); 2 embedding tables
     assert hashlib.sha256(rewritten).hexdigest() == REWRITTEN_SHA256
-    again, left = int8_matmuls(rewritten)
-    assert left == 0 and again == rewritten  # no float matrix product on int8 weights is left to rewrite
+    again, left = int8_weights(rewritten)
+    assert left == 0 and again == rewritten  # no float copy of an int8 tensor is left to rewrite
     # Nothing but nodes changed: the int8 tensors are the file's own (the rewrite adds ~11 KB of node records).
     assert 0 < len(rewritten) - len(model_bytes) < 20_000
+    tables_only, count = int8_weights(model_bytes, products=False)
+    assert count == 2 and int8_weights(tables_only, products=False)[1] == 0
 
 
 def test_a_graph_without_the_pattern_comes_back_unchanged(model_bytes: bytes) -> None:
-    assert int8_matmuls(b"") == (b"", 0)  # an empty model: no opset, nothing to rewrite
+    assert int8_weights(b"") == (b"", 0)  # an empty model: no opset, nothing to rewrite
     with pytest.raises(ValueError, match=r"not a whole ONNX protobuf|past the end"):
-        int8_matmuls(model_bytes[: len(model_bytes) // 2])
+        int8_weights(model_bytes[: len(model_bytes) // 2])
 
 
 def test_a_query_runs_through_the_int8_graph(minilm: embedder.Embedder) -> None:
@@ -65,9 +67,24 @@ def test_a_query_runs_through_the_int8_graph(minilm: embedder.Embedder) -> None:
     vector = embedder.embed_query(query)
     float_vector = minilm.embed([query])[0]
     assert not np.array_equal(vector, float_vector)  # another graph computed it
-    assert minilm.query_matmuls == 36
+    assert minilm.query_int8_nodes == 38
     assert float(vector @ float_vector) > 0.98
     assert np.isclose(np.linalg.norm(vector), 1.0, atol=1e-5)
+
+
+def test_tool_documents_get_the_float_graphs_vectors_exactly(minilm: embedder.Embedder, model_bytes: bytes) -> None:
+    import numpy as np
+
+    # Stored vectors (compiled catalogs, the gateway's store) were made by the file's graph as it is: the document
+    # graph, which only gathers the embedding tables' rows in int8, must give the same vectors bit for bit.
+    texts = [vectors.document(tool) for tool in load_catalog(str(LASTFM)).tools]
+    as_published = minilm._session(model_bytes)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    expected = np.zeros((len(texts), embedder.DIMENSION), dtype=np.float32)
+    for start in range(0, len(order), embedder.BATCH):
+        chunk = order[start : start + embedder.BATCH]
+        expected[chunk] = minilm._batch(as_published, [texts[i] for i in chunk])
+    assert np.array_equal(minilm.embed(texts), expected)
 
 
 def tuning_queries() -> list[str]:

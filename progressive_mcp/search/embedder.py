@@ -70,14 +70,14 @@ class Embedder:
             raise FileNotFoundError(f"the embedding model is missing from its package: {path}")
         self._path = path
         self._threads = threads
-        # Two graphs of the same file, each made on first use: tool documents (embedded once, stored) run the file as
-        # it is, in float32; a query runs its matrix products on the int8 weights (query_graph), ~2x faster for a
-        # few tokens, its vector within a cosine of ~.99 of the float one (tests/test_query_graph.py). Stored
-        # vectors therefore never change with this, and a process that only answers queries never loads the first.
+        # Two graphs of the same file (query_graph), each made on first use. Tool documents (embedded once, stored)
+        # run the file's float32 products, exactly as before; a query runs them on the int8 weights, ~2x faster for
+        # a few tokens, its vector within a cosine of ~.99 of the float one (tests/test_query_graph.py). So stored
+        # vectors never change with this, and a process that only answers queries never loads the float graph.
         self._documents: Any = None
         self._queries: Any = None
         self._token_types = False
-        self.query_matmuls = 0  # MatMuls the query graph runs on int8 weights (36 for the pinned model)
+        self.query_int8_nodes = 0  # nodes of the query graph that read int8 weights (38 for the pinned model)
         tokenizer = Tokenizer.from_file(str(TOKENIZER))
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
@@ -101,15 +101,17 @@ class Embedder:
     def _document_session(self) -> Any:
         with self._session_lock:
             if self._documents is None:
-                self._documents = self._session(str(self._path))
+                from progressive_mcp.search.query_graph import int8_weights
+
+                self._documents = self._session(int8_weights(self._path.read_bytes(), products=False)[0])
             return self._documents
 
     def _query_session(self) -> Any:
         with self._session_lock:
             if self._queries is None:
-                from progressive_mcp.search.query_graph import int8_matmuls
+                from progressive_mcp.search.query_graph import int8_weights
 
-                model, self.query_matmuls = int8_matmuls(self._path.read_bytes())
+                model, self.query_int8_nodes = int8_weights(self._path.read_bytes())
                 self._queries = self._session(model)
             return self._queries
 

@@ -1,18 +1,24 @@
-"""The bundled model's graph rewritten for queries: its matrix products run on the int8 weights the file stores.
+"""The bundled model's graph rewritten at load so that it reads the int8 weights the file stores as int8.
 
-The model file (`embedder`) keeps each weight matrix as int8 values and one float scale per output column, joined
-by a Cast and a Mul; onnxruntime folds those into float32 matrices when it loads the graph, so embedding a query of
-a few tokens reads ~42 MB of weights. `int8_matmuls` replaces each such MatMul with what onnxruntime's dynamic
-quantisation produces: the activations quantised per call (DynamicQuantizeLinear), an integer product with the
-stored int8 matrix (MatMulInteger), and both scales applied to its int32 result. Same weights, a quarter of the
-bytes read; the activations' rounding moves a vector a little (tests/test_query_graph.py says how little). Example::
+The model file (`embedder`) keeps each weight matrix as int8 values and a float scale per row or column, joined by a
+Cast and a Mul; onnxruntime folds those into float32 tensors when it loads the graph: 47 MB for the word-piece table
+and 42 MB of matrices that embedding a query of a few tokens reads in full. `int8_weights` rewrites two patterns:
 
-    rewritten, count = int8_matmuls(Path(model_path).read_bytes())  # (model bytes, 36) for all-MiniLM-L6-v2
+- a MatMul on such a matrix becomes what onnxruntime's dynamic quantisation produces: the activations quantised per
+  call (DynamicQuantizeLinear), an integer product with the stored int8 matrix (MatMulInteger), and both scales
+  applied to its int32 result. A quarter of the bytes read, ~2x faster per query; the activations' rounding moves a
+  vector a little (tests/test_query_graph.py says how little), so only queries run it (`products=True`);
+- a Gather from such a table (the word-piece and position embeddings) gathers the int8 rows and makes only those
+  float: the same values, no float copy of the table, a session that loads in a third of the time.
+
+Example::
+
+    rewritten, count = int8_weights(Path(model_path).read_bytes())  # (model bytes, 38) for all-MiniLM-L6-v2
     session = onnxruntime.InferenceSession(rewritten, options)
 
 The rewrite edits the ONNX protobuf's wire format itself: the `onnx` package would add 31 MB installed and ~0.5 s of
 import to the model's load for it. No weight is copied or changed: only nodes are replaced, tensors keep their
-bytes. A graph without the pattern comes back unchanged (count 0).
+bytes. A graph without the patterns comes back unchanged (count 0).
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ class _Node:
     domain: str = ""
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
-    cast_to: int | None = None
+    ints: dict[str, int] = field(default_factory=dict)  # the node's integer attributes (Cast's `to`, Gather's `axis`)
 
 
 def _read_varint(data: memoryview, pos: int) -> tuple[int, int]:
@@ -115,8 +121,8 @@ def _read_node(raw: memoryview) -> _Node:
             node.outputs.append(_text(value))
         elif number == _NODE_ATTRIBUTE and isinstance(value, memoryview):
             attribute = {n: v for n, _, v, _ in _fields(value)}
-            if _text(attribute.get(_ATTR_NAME, 0)) == "to" and isinstance(attribute.get(_ATTR_I), int):
-                node.cast_to = int(attribute[_ATTR_I])
+            if isinstance(attribute.get(_ATTR_I), int):
+                node.ints[_text(attribute.get(_ATTR_NAME, 0))] = int(attribute[_ATTR_I])
     return node
 
 
@@ -140,6 +146,7 @@ def _read_tensor_header(raw: memoryview) -> tuple[str, int, list[int]]:
 
 
 def _new_node(op_type: str, inputs: list[str], outputs: list[str], name: str, cast_to: int | None = None) -> bytes:
+    """A NodeProto of the default domain (a Cast's target type in `cast_to`)."""
     parts = [_payload(_NODE_INPUT, i.encode()) for i in inputs] + [_payload(_NODE_OUTPUT, o.encode()) for o in outputs]
     parts += [_payload(_NODE_NAME, name.encode()), _payload(_NODE_OP_TYPE, op_type.encode())]
     if cast_to is not None:
@@ -163,7 +170,25 @@ def _int8_product(matmul: _Node, weights: str, scale: str) -> list[bytes]:
     ]
 
 
-def _rewrite_graph(graph: memoryview) -> tuple[bytes, int]:
+def _int8_rows(gather: _Node, weights: str, scale: str, per_row: bool) -> list[bytes]:
+    """The nodes that read `gather`'s rows from the int8 table and make only those float: the same values, without a
+    float copy of the whole table (MiniLM's word pieces: 47 MB, folded at load)."""
+    indices, y = gather.inputs[1], gather.outputs[0]
+    stem = f"{y}/int8"
+    rows = [
+        _new_node("Gather", [weights, indices], [f"{stem}/rows"], f"{stem}/gather"),
+        _new_node("Cast", [f"{stem}/rows"], [f"{stem}/float"], f"{stem}/cast", cast_to=_FLOAT),
+    ]
+    if not per_row:
+        return [*rows, _new_node("Mul", [f"{stem}/float", scale], [y], f"{stem}/rescale")]
+    return [
+        *rows,
+        _new_node("Gather", [scale, indices], [f"{stem}/scale"], f"{stem}/gather_scale"),
+        _new_node("Mul", [f"{stem}/float", f"{stem}/scale"], [y], f"{stem}/rescale"),
+    ]
+
+
+def _rewrite_graph(graph: memoryview, products: bool) -> tuple[bytes, int]:
     nodes: list[_Node] = []
     tensors: dict[str, tuple[int, list[int]]] = {}
     for number, _, value, _ in _fields(graph):
@@ -178,33 +203,41 @@ def _rewrite_graph(graph: memoryview) -> tuple[bytes, int]:
         for name in node.inputs:
             consumers.setdefault(name, []).append(node)
 
-    replaced: dict[int, list[bytes]] = {}  # id(MatMul node) -> its int8 nodes
-    dropped: set[int] = set()  # the Cast and Mul that made a float matrix nobody reads any more
-    for node in nodes:
-        if node.op_type != "MatMul" or node.domain or len(node.inputs) != 2:
-            continue
-        mul = producer.get(node.inputs[1])
+    def dequantized(name: str) -> tuple[_Node, _Node, str, str, list[int], list[int]] | None:
+        """The Cast and Mul that make `name` from a 2-D int8 tensor and a float scale, the two tensors' names and
+        shapes; None if `name` is made otherwise."""
+        mul = producer.get(name)
         if mul is None or mul.op_type != "Mul" or mul.domain or len(mul.inputs) != 2:
-            continue
+            return None
         cast = next((producer[i] for i in mul.inputs if i in producer), None)
         scale = next((i for i in mul.inputs if i in tensors), None)
-        if cast is None or scale is None or cast.op_type != "Cast" or cast.cast_to != _FLOAT:
-            continue
-        weights = cast.inputs[0]
-        weight_type, weight_dims = tensors.get(weights, (0, []))
+        if cast is None or scale is None or cast.op_type != "Cast" or cast.ints.get("to") != _FLOAT:
+            return None
+        weight_type, weight_dims = tensors.get(cast.inputs[0], (0, []))
         scale_type, scale_dims = tensors[scale]
-        # Only a scale per output column (or one for all) commutes with the product; a per-row scale would not.
-        columns = weight_dims[-1:] if len(weight_dims) == 2 else None
-        if (
-            weight_type != _INT8
-            or columns is None
-            or scale_type != _FLOAT
-            or scale_dims not in ([], [1], columns, [1, *columns])
-        ):
+        if weight_type != _INT8 or len(weight_dims) != 2 or scale_type != _FLOAT:
+            return None
+        return cast, mul, cast.inputs[0], scale, weight_dims, scale_dims
+
+    replaced: dict[int, list[bytes]] = {}  # id(node) -> the nodes that do its work on int8 weights
+    found: list[tuple[_Node, _Node]] = []
+    for node in nodes:
+        if node.domain or len(node.inputs) != 2:
             continue
-        replaced[id(node)] = _int8_product(node, weights, scale)
-        readers = consumers[mul.outputs[0]]
-        if all(id(reader) in replaced for reader in readers):
+        if node.op_type == "MatMul" and products and (pattern := dequantized(node.inputs[1])):
+            cast, mul, weights, scale, (_, columns), scale_dims = pattern
+            # Only a scale per output column (or one for all) commutes with the product; a per-row one would not.
+            if scale_dims in ([], [1], [columns], [1, columns]):
+                replaced[id(node)] = _int8_product(node, weights, scale)
+                found.append((cast, mul))
+        elif node.op_type == "Gather" and node.ints.get("axis", 0) == 0 and (pattern := dequantized(node.inputs[0])):
+            cast, mul, weights, scale, (rows, columns), scale_dims = pattern
+            if scale_dims in ([], [1], [columns], [1, columns], [rows, 1]):
+                replaced[id(node)] = _int8_rows(node, weights, scale, per_row=scale_dims == [rows, 1])
+                found.append((cast, mul))
+    dropped: set[int] = set()  # the Casts and Muls that made a float matrix nobody reads any more
+    for cast, mul in found:
+        if all(id(reader) in replaced for reader in consumers[mul.outputs[0]]):
             dropped.add(id(mul))
             if consumers[cast.outputs[0]] == [mul]:
                 dropped.add(id(cast))
@@ -238,9 +271,10 @@ def _opset(model: memoryview) -> int:
     return 0
 
 
-def int8_matmuls(model: bytes) -> tuple[bytes, int]:
-    """The ONNX model with each MatMul on a Cast(int8) x column-scale matrix computed in int8, and how many were;
-    ValueError if `model` is not a whole protobuf."""
+def int8_weights(model: bytes, *, products: bool = True) -> tuple[bytes, int]:
+    """The ONNX model with its int8 weights read as int8, and how many nodes now read them: each MatMul on a
+    Cast(int8) x column-scale matrix computed in int8 (`products`; this changes a vector a little), each Gather from
+    such a table made float only for the rows it reads (exact). ValueError if `model` is not a whole protobuf."""
     data = memoryview(model)
     try:
         if _opset(data) < _MIN_OPSET:
@@ -249,7 +283,7 @@ def int8_matmuls(model: bytes) -> tuple[bytes, int]:
         count = 0
         for number, _, value, raw in _fields(data):
             if number == _MODEL_GRAPH and isinstance(value, memoryview):
-                graph, count = _rewrite_graph(value)
+                graph, count = _rewrite_graph(value, products)
                 parts.append(_payload(_MODEL_GRAPH, graph))
             else:
                 parts.append(raw)
