@@ -23,7 +23,7 @@ LASTFM = ROOT / "tests" / "fixtures" / "lastfm" / "lastfm.yaml"
 STRIPE = ROOT.parent / "shared" / "openapi" / "stripe" / "spec3.json"
 # The rewrite of the pinned model (embedder.MODEL_SHA256) is byte for byte the same each time: a change to it is
 # seen here, and the vectors of the agreement test below belong to exactly this graph.
-REWRITTEN_SHA256 = "54b19125bd40b3edbf0784f66c9f75051a2d0061c38de1a7890f97c7c9ff1196"
+REWRITTEN_SHA256 = "c86c3d4ef6972a37532952c24478099bddc224d7862f97da6b6b2084a965a896"
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +48,8 @@ def test_every_weight_of_the_pinned_model_is_read_as_int8(model_bytes: bytes) ->
     assert hashlib.sha256(rewritten).hexdigest() == REWRITTEN_SHA256
     again, left = int8_weights(rewritten)
     assert left == 0 and again == rewritten  # no float copy of an int8 tensor is left to rewrite
-    # Nothing but nodes changed: the int8 tensors are the file's own (the rewrite adds ~11 KB of node records).
-    assert 0 < len(rewritten) - len(model_bytes) < 20_000
+    # Nothing but nodes (and five scalars) changed: the int8 tensors are the file's own (~28 KB of node records).
+    assert 0 < len(rewritten) - len(model_bytes) < 40_000
     tables_only, count = int8_weights(model_bytes, products=False)
     assert count == 2 and int8_weights(tables_only, products=False)[1] == 0
 
@@ -110,7 +110,7 @@ def assert_agree(by_float: NDArray[np.float32], by_int8: NDArray[np.float32]) ->
     import numpy as np
 
     cosines = np.einsum("ij,ij->i", by_float, by_int8)
-    assert cosines.mean() >= 0.99 and cosines.min() >= 0.94, (cosines.mean(), cosines.min())
+    assert cosines.mean() >= 0.995 and cosines.min() >= 0.97, (cosines.mean(), cosines.min())
 
 
 def test_query_vectors_agree_with_the_float_graph_on_real_tool_texts(minilm: embedder.Embedder) -> None:
@@ -128,7 +128,7 @@ def test_query_vectors_agree_with_the_float_graph_on_real_tool_texts(minilm: emb
     top5 = np.mean(
         [len(set(np.argsort(-f)[:5]) & set(np.argsort(-q)[:5])) / 5 for f, q in zip(by_float, by_int8, strict=True)]
     )
-    assert first >= 0.85 and top5 >= 0.9, (first, top5)
+    assert first >= 0.9 and top5 >= 0.94, (first, top5)  # measured .93 / .96 over all 347 tuning queries
 
 
 @pytest.mark.slow  # a scale check: every tool document of a large real catalog (Stripe's 417 load in ~12 s)
