@@ -1,7 +1,9 @@
 """What the MiniLM signal (progressive_mcp.search.embedder, .fusion) costs on this machine. Prints figures, never
 pass/fail, each with the load average beside it (the machine may be shared).
 
-- model load: `Embedder()` (onnxruntime session + tokenizer), in a fresh process, and the import of onnxruntime;
+- model load, in a fresh process: the import of onnxruntime, then `Embedder()` (the tokenizer) with the query graph
+  (int8, what a search loads: embedder.Embedder.embed_query), then the document graph (float32, what compile and
+  sync load);
 - embedding tool documents: seconds per 100, over a real catalog's documents (Stripe when ../shared/openapi is
   there, else Last.fm), one thread, as `spec compile` and the gateway's sync do it;
 - the first search of a fresh process on a compiled catalog (vectors stored): load + the search, and what a
@@ -66,9 +68,11 @@ import onnxruntime, tokenizers, numpy
 t1 = time.perf_counter()
 from progressive_mcp.search import embedder
 e = embedder.Embedder()
+e.embed_query("warm up")
 t2 = time.perf_counter()
 e.embed(["warm up"])
-print(json.dumps({"import_s": t1 - t0, "session_s": t2 - t1}))
+t3 = time.perf_counter()
+print(json.dumps({"import_s": t1 - t0, "session_s": t2 - t1, "documents_session_s": t3 - t2}))
 """
 
 FIRST_SEARCH = """
@@ -140,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         print("the semantic extra is not installed")
         return 1
     figures = fresh(MODEL_LOAD)
-    print(f"model: import onnxruntime+tokenizers+numpy {figures['import_s']:.2f} s, session+tokenizer "
-          f"{figures['session_s']:.2f} s ({load()})")  # fmt: skip
+    print(f"model: import onnxruntime+tokenizers+numpy {figures['import_s']:.2f} s, tokenizer+query graph (int8) "
+          f"{figures['session_s']:.2f} s, then the document graph (float) {figures['documents_session_s']:.2f} s "
+          f"({load()})")  # fmt: skip
 
     source = STRIPE if STRIPE.is_file() else LASTFM
     catalog = load_catalog(source)
