@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from factories import make_tool
 from real_documents import REAL
 
-from progressive_mcp.catalog import Catalog, CatalogTool
+from progressive_mcp.catalog import Catalog, CatalogTool, Operation
 from progressive_mcp.cli import main
 from progressive_mcp.search import dense, embedder, fusion, vectors
 from progressive_mcp.search.index import INTENT_PRIOR, ITEM_PRIOR, SearchIndex
@@ -267,6 +268,31 @@ def test_a_compiled_catalog_carries_its_vectors_and_a_search_embeds_only_the_que
     assert from_file["hits"] == from_yaml["hits"] and "track.getInfo" in from_file["hits"][:2]
 
 
+@pytest.mark.parametrize(
+    ("name", "method", "path", "words"),
+    [
+        ("PostCustomers", "POST", "/v1/customers", ["create", "customers"]),
+        ("PostCustomersCustomer", "POST", "/v1/customers/{customer}", ["update", "customers", "customer"]),
+        ("GetCharges", "GET", "/v1/charges", ["list", "charges"]),
+        ("GetChargesCharge", "GET", "/v1/charges/{charge}", ["get", "charges", "charge"]),
+        ("DeleteCall", "DELETE", "/Accounts/{AccountSid}/Calls/{Sid}.json", ["delete", "call"]),
+        (
+            "ListCallRecording",
+            "GET",
+            "/Accounts/{AccountSid}/Calls/{CallSid}/Recordings.json",
+            ["list", "call", "recording"],
+        ),
+        ("PostCustomers", "GET", "/v1/customers", ["post", "customers"]),  # the verb is not the tool's method
+    ],
+)
+def test_an_http_verb_opening_a_name_reads_as_its_action(name: str, method: str, path: str, words: list[str]) -> None:
+    tool = make_tool(name, method=method, operation=Operation(method, path))
+    assert vectors.name_words(tool) == words
+    assert vectors.document(tool).startswith(" ".join(words))
+    assert vectors.name_words(make_tool(name)) == dense.split_name(name)  # no REST operation: the name's own words
+
+
+@pytest.mark.slow  # loads three real documents (~15 s)
 def test_a_tool_document_reads_an_operations_http_verb_as_its_action() -> None:
     if not REAL["stripe"].exists():
         pytest.skip("the real OpenAPI documents (../shared/openapi) are absent")
