@@ -443,9 +443,15 @@ def test_multipart_bodies_are_read_for_their_members_and_json_parts() -> None:
         assert garbled.status_code == 400
 
 
+@pytest.fixture(scope="module")
+def stripe() -> Catalog:
+    """Stripe's catalog, loaded once for the module's three tests (its 4 MB document takes seconds to load)."""
+    return load_catalog(ROOT.parent / "shared" / "openapi" / "stripe" / "spec3.json")
+
+
 @pytest.mark.skipif(not (ROOT.parent / "shared" / "openapi").is_dir(), reason="../shared/openapi is absent")
-def test_stripe_refunds_metadata_as_json_text_is_refused_and_as_deep_object_accepted() -> None:
-    catalog = load_catalog(ROOT.parent / "shared" / "openapi" / "stripe" / "spec3.json")
+def test_stripe_refunds_metadata_as_json_text_is_refused_and_as_deep_object_accepted(stripe: Catalog) -> None:
+    catalog = stripe
     with serve_rest_upstream(catalog) as upstream, httpx.Client(base_url=upstream.url) as http:
         auth = catalog.api.auth
         assert auth is not None  # Basic or bearer, whichever the server picks of the two Stripe declares
@@ -459,10 +465,10 @@ def test_stripe_refunds_metadata_as_json_text_is_refused_and_as_deep_object_acce
 
 
 @pytest.mark.skipif(not (ROOT.parent / "shared" / "openapi").is_dir(), reason="../shared/openapi is absent")
-def test_stripe_files_multipart_deep_object_parts_are_accepted_and_one_json_part_refused() -> None:
+def test_stripe_files_multipart_deep_object_parts_are_accepted_and_one_json_part_refused(stripe: Catalog) -> None:
     # PostFiles' Encoding Object sets style deepObject for file_link_data and expand: OpenAPI 3.1.1/3.2 apply it to
     # multipart/form-data too, so Stripe expects file_link_data[create] parts, not one JSON part.
-    catalog = load_catalog(ROOT.parent / "shared" / "openapi" / "stripe" / "spec3.json")
+    catalog = stripe
     with serve_rest_upstream(catalog) as upstream, httpx.Client(base_url=upstream.url) as http:
         headers = {"Authorization": "Bearer sk_test_123"}
         file = ("a.csv", b"a,b\n", "text/csv")
@@ -551,8 +557,8 @@ def test_every_scheme_the_document_offers_is_accepted_and_no_other() -> None:
 
 
 @pytest.mark.skipif(not (ROOT.parent / "shared" / "openapi").is_dir(), reason="../shared/openapi is absent")
-def test_stripe_sample_upstream_takes_basic_beside_bearer() -> None:
-    catalog = load_catalog(ROOT.parent / "shared" / "openapi" / "stripe" / "spec3.json")
+def test_stripe_sample_upstream_takes_basic_beside_bearer(stripe: Catalog) -> None:
+    catalog = stripe
     with serve_rest_upstream(catalog) as upstream, httpx.Client(base_url=upstream.url) as http:
         basic = "Basic " + base64.b64encode(b"sk_test_123:").decode()
         for header in ("Bearer sk_test_123", basic):
