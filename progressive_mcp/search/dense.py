@@ -228,6 +228,11 @@ def tool_document(tool: CatalogTool, variant: DocumentVariant = DEFAULT_VARIANT)
         parts.append(trim_description(tool.description))
     elif variant not in ("short", "params"):
         raise ValueError(f"unknown document variant {variant!r}")
+    return joined_once(parts)
+
+
+def joined_once(parts: Iterable[str]) -> str:
+    """Parts of a tool document joined as sentences, each once (case and spacing aside) and none empty."""
     seen: set[str] = set()
     kept = []
     for part in parts:

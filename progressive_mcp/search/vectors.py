@@ -53,14 +53,7 @@ def document(tool: CatalogTool) -> str:
     """The text embedded for a tool: its name as words (`name_words`), title, summary, category words and keywords,
     each part once."""
     parts = [" ".join(name_words(tool)), tool.title, tool.summary, " ".join(dense.split_name(tool.category))]
-    seen: set[str] = set()
-    kept = []
-    for part in [*parts, *tool.keywords]:
-        key = " ".join(part.casefold().split())
-        if key and key not in seen:
-            seen.add(key)
-            kept.append(part.strip().rstrip("."))
-    return ". ".join(kept)
+    return dense.joined_once([*parts, *tool.keywords])
 
 
 def name_words(tool: CatalogTool) -> list[str]:
