@@ -102,7 +102,7 @@ def by_both_graphs(minilm: embedder.Embedder, texts: list[str]) -> tuple[NDArray
     """`texts` embedded by the float graph (as tool documents are) and one by one by the int8 one (as queries are)."""
     import numpy as np
 
-    query_graph = minilm._query_session()
+    query_graph = minilm._graph(products=True)
     return minilm.embed(texts), np.stack([minilm._batch(query_graph, [text])[0] for text in texts])
 
 

@@ -75,8 +75,7 @@ class Embedder:
         # for a few tokens, its vector within a cosine of ~.997 of the float one (tests/test_query_graph.py). So
         # stored vectors never change with this, and a process that only answers queries never loads the float
         # graph (but for `fusion.near`'s everyday anchors, embedded as documents are, in one batch).
-        self._documents: Any = None
-        self._queries: Any = None
+        self._graphs: dict[bool, Any] = {}  # products in int8 (queries) or not (documents) -> its session
         self._token_types = False
         self.query_int8_nodes = 0  # nodes of the query graph that read int8 weights (38 for the pinned model)
         tokenizer = Tokenizer.from_file(str(TOKENIZER))
@@ -99,22 +98,17 @@ class Embedder:
         self._token_types = "token_type_ids" in {node.name for node in session.get_inputs()}  # both graphs' inputs
         return session
 
-    def _document_session(self) -> Any:
+    def _graph(self, products: bool) -> Any:
+        """The session of the query graph (`products` on int8 weights) or of the document graph, made on first use."""
         with self._session_lock:
-            if self._documents is None:
+            if products not in self._graphs:
                 from progressive_mcp.search.query_graph import int8_weights
 
-                self._documents = self._session(int8_weights(self._path.read_bytes(), products=False)[0])
-            return self._documents
-
-    def _query_session(self) -> Any:
-        with self._session_lock:
-            if self._queries is None:
-                from progressive_mcp.search.query_graph import int8_weights
-
-                model, self.query_int8_nodes = int8_weights(self._path.read_bytes())
-                self._queries = self._session(model)
-            return self._queries
+                model, count = int8_weights(self._path.read_bytes(), products=products)
+                if products:
+                    self.query_int8_nodes = count
+                self._graphs[products] = self._session(model)
+            return self._graphs[products]
 
     @classmethod
     def shared(cls) -> Embedder:
@@ -131,7 +125,7 @@ class Embedder:
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
         self.texts_embedded += len(texts)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        session = self._document_session()
+        session = self._graph(products=False)
         for start in range(0, len(order), BATCH):
             chunk = order[start : start + BATCH]
             out[chunk] = self._batch(session, [texts[i] for i in chunk])
@@ -140,7 +134,7 @@ class Embedder:
     def embed_query(self, text: str) -> NDArray[np.float32]:
         """The unit vector of one query, from the int8 query graph (uncached: `embed_query` below keeps repeats)."""
         self.texts_embedded += 1
-        vector: NDArray[np.float32] = self._batch(self._query_session(), [text])[0]
+        vector: NDArray[np.float32] = self._batch(self._graph(products=True), [text])[0]
         return vector
 
     def _batch(self, session: Any, texts: list[str]) -> Any:
