@@ -10,7 +10,9 @@ reference). Never run on held-out sets: their figures come from `progressive-mcp
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from progressive_mcp.search.catalogs_eval import load_manifest
 from progressive_mcp.search.evaluation import engine_ranker, load_queries, run_eval, search_surface, select_split
@@ -26,22 +28,29 @@ SETS = {  # name: (catalog, query file, split)
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--misses", type=int, default=0)
-    parser.add_argument("--sets", default=",".join(SETS))
-    args = parser.parse_args()
+def load_sets(labels: Sequence[str]) -> list[tuple[str, Any, Any, Any]]:
+    """(label, catalog, its search surface, the split's queries) per set; a catalog is loaded (and embedded) once."""
     items = {item.entry.name: item for item in load_manifest(ROOT / "eval/catalogs.yaml")}
-    loaded: dict[str, tuple[object, object]] = {}
-    for label in args.sets.split(","):
+    loaded: dict[str, tuple[Any, Any]] = {}
+    out = []
+    for label in labels:
         name, path, split = SETS[label]
         item = items[name]
         if name not in loaded:
             catalog = load_catalog(item.spec)
             loaded[name] = (catalog, search_surface(catalog))
         catalog, meta = loaded[name]
-        queries = select_split(load_queries(path or item.queries, catalog), split)  # type: ignore[arg-type]
-        run = run_eval(catalog, queries, engine_ranker(catalog, meta=meta))  # type: ignore[arg-type]
+        out.append((label, catalog, meta, select_split(load_queries(path or item.queries, catalog), split)))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--misses", type=int, default=0)
+    parser.add_argument("--sets", default=",".join(SETS))
+    args = parser.parse_args()
+    for label, catalog, meta, queries in load_sets(args.sets.split(",")):
+        run = run_eval(catalog, queries, engine_ranker(catalog, meta=meta))
         m = run["metrics"]
         print(
             f"{label:<12} R@1 {m['recall@1']:.3f}  R@5 {m['recall@5']:.3f}  MRR {m['mrr']:.3f}  "

@@ -19,13 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from progressive_mcp.search import dense, fusion, index, vectors
-from progressive_mcp.search.catalogs_eval import load_manifest
-from progressive_mcp.search.evaluation import engine_ranker, load_queries, run_eval, search_surface, select_split
+from progressive_mcp.search.evaluation import engine_ranker, run_eval
 from progressive_mcp.search.records import without_ids
-from progressive_mcp.sources import load_catalog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _exp_rank import ROOT, SETS
+from _exp_rank import load_sets
 
 Lexical = Sequence[tuple[int, float]]
 Fuse = Callable[[fusion.SemanticFusion, str, Lexical, Collection[int], Any], list[tuple[int, float]] | None]
@@ -184,22 +182,6 @@ def install(variant: Fuse) -> None:
 
     fusion.SemanticFusion.fuse = fuse  # type: ignore[method-assign]
     index.SearchIndex._fused = fused  # type: ignore[method-assign]
-
-
-def load_sets(labels: Sequence[str]) -> list[tuple[str, Any, Any, Any]]:
-    items = {item.entry.name: item for item in load_manifest(ROOT / "eval/catalogs.yaml")}
-    loaded: dict[str, tuple[Any, Any]] = {}
-    out = []
-    for label in labels:
-        name, path, split = SETS[label]
-        item = items[name]
-        if name not in loaded:
-            catalog = load_catalog(item.spec)
-            loaded[name] = (catalog, search_surface(catalog))
-        catalog, meta = loaded[name]
-        queries = select_split(load_queries(path or item.queries, catalog), split)
-        out.append((label, catalog, meta, queries))
-    return out
 
 
 def measure(sets: list[tuple[str, Any, Any, Any]]) -> dict[str, dict[str, float]]:
