@@ -16,6 +16,7 @@ import pytest
 
 if TYPE_CHECKING:
     from progressive_mcp.offline.sample_upstream import SampleUpstream
+    from progressive_mcp.search.embedder import Embedder
 
 pytest_plugins = ["pytester"]  # tests/test_suite_rules.py runs the rule on a small suite of its own
 
@@ -46,6 +47,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "spawns: starts a process, yet stays in `make test` as the one test of its path (see conftest.py)"
     )
+
+
+@pytest.fixture(scope="session")
+def minilm() -> Embedder:
+    """The process's MiniLM embedder: the model loads once per worker; skips where the semantic extra is absent."""
+    from progressive_mcp.search import embedder
+
+    if not embedder.available():
+        pytest.skip("the semantic extra is not installed")
+    return embedder.Embedder.shared()
 
 
 @pytest.fixture

@@ -33,14 +33,6 @@ LASTFM = Path(__file__).parent / "fixtures" / "lastfm" / "lastfm.yaml"
 needs_minilm = pytest.mark.skipif(not embedder.available(), reason="the semantic extra is not installed")
 
 
-@pytest.fixture(scope="session")
-def minilm() -> embedder.Embedder:
-    """The process's embedder: the model loads once per worker."""
-    if not embedder.available():
-        pytest.skip("the semantic extra is not installed")
-    return embedder.Embedder.shared()
-
-
 @pytest.fixture(scope="module")
 def lastfm() -> Catalog:
     return load_catalog(str(LASTFM))

