@@ -20,34 +20,30 @@ Needs the semantic extra and ../shared/openapi (or $OPENAPI_DOCS_DIR). Prints co
 from __future__ import annotations
 
 import statistics
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from progressive_mcp.search.catalogs_eval import load_manifest
-from progressive_mcp.search.evaluation import load_queries, search_surface, select_split
+from progressive_mcp.search.index import _LEXICAL_REASONS
 from progressive_mcp.search.records import without_ids
 from progressive_mcp.search.semantic import everyday_requests
-from progressive_mcp.sources import load_catalog
 
-ROOT = Path(__file__).resolve().parent.parent
-SETS = (("lastfm", "all"), ("spotify", "dev"), ("stripe", "dev"))
-LEXICAL = ("the best tools", "no tool shares")  # off-topic for its words, not for its shape
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _exp_rank import load_sets
 
 
 def signals() -> list[dict[str, object]]:
-    items = {item.entry.name: item for item in load_manifest(ROOT / "eval/catalogs.yaml")}
     rows: list[dict[str, object]] = []
-    for name, split in SETS:
-        catalog = load_catalog(items[name].spec)
-        index = search_surface(catalog).index
+    for _, _, meta, queries in load_sets(["lastfm", "spotify-dev", "stripe-dev"]):
+        index = meta.index
         fusion = index._fusion
         assert fusion is not None, "needs the semantic extra"
         matrix = fusion._vectors.matrix()
         everyday = np.stack([fusion._embed_query(text) for text in everyday_requests()]) @ matrix.T
         bests = everyday.max(axis=1)
         bar, middle = float(bests.max()), float(statistics.median(bests.tolist()))
-        for query in select_split(load_queries(items[name].queries, catalog), split):
+        for query in queries:
             ranking = index.rank(query.query, limit=10)
             cosines = matrix @ fusion._embed_query(without_ids(query.query))
             first = float(cosines[ranking.scores[0][0]]) if ranking.scores else float(cosines.max())
@@ -55,7 +51,7 @@ def signals() -> list[dict[str, object]]:
                 {
                     "positive": bool(query.relevant),
                     "answered": ranking.off_topic is None,
-                    "lexical": bool(ranking.off_topic and ranking.off_topic.startswith(LEXICAL)),
+                    "lexical": ranking.off_topic in _LEXICAL_REASONS,  # off-topic for its words, not its shape
                     "confidence": ranking.confidence,
                     "z_first": (first - middle) / (bar - middle),
                     "z_best": (float(cosines.max()) - middle) / (bar - middle),
