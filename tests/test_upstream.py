@@ -734,6 +734,34 @@ def test_a_trickling_body_is_cut_off_by_the_wall_clock(
     assert len(upstream.requests) == 1
 
 
+def test_a_request_the_caller_gave_up_on_before_it_went_out_is_never_sent(
+    catalog: Catalog, upstream: SampleUpstream
+) -> None:
+    """The exchange runs on a worker thread; on a busy machine the caller's time can run out before that thread
+    sends anything. The caller has already answered UpstreamTimeout, so a late request (a POST that creates
+    something) must not go out after it."""
+    transport = HttpxTransport()
+    sent_or_not = threading.Event()
+    exchange = transport._exchange
+
+    def late(request: Any, ends_at: float, abandoned: threading.Event) -> Any:
+        assert abandoned.wait(10)  # the worker thread starts only once the caller has given up
+        try:
+            return exchange(request, ends_at, abandoned)
+        finally:
+            sent_or_not.set()
+
+    transport._exchange = late  # type: ignore[method-assign]
+    client = UpstreamClient(catalog.api, base_url=upstream.url, transport=transport, timeout_s=0.05, deadline_s=0.05)
+    try:
+        with pytest.raises(UpstreamTimeout):
+            client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
+        assert sent_or_not.wait(10)
+    finally:
+        transport.close()
+    assert upstream.requests == []
+
+
 def test_a_streamed_body_over_the_limit_is_refused_while_streaming(catalog: Catalog, upstream: SampleUpstream) -> None:
     upstream.faults.body_mb = 3  # chunked: no Content-Length to refuse it by
     small = HttpxTransport(max_body_bytes=1024 * 1024)

@@ -171,6 +171,8 @@ class HttpxTransport:
         import httpx
 
         client = self._http()
+        if abandoned.is_set():  # the caller gave up before this thread got to send: a late request helps nobody
+            raise TransportError("timeout", "no time was left to send the request", sent=False)
         failure: TransportError | None = None
         url, params = request.url, request.params
         if request.query:  # already encoded: given to httpx inside the URL, which it keeps as it is
