@@ -209,6 +209,29 @@ def test_a_model_that_cannot_load_leaves_the_lexical_ranking(lastfm: Catalog, ca
     assert warnings == ["the semantic ranking is off: its model could not be used (FileNotFoundError)"]
 
 
+def test_a_model_file_onnxruntime_refuses_leaves_the_lexical_ranking(
+    lastfm: Catalog, minilm: embedder.Embedder, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A model file cut short (a broken install, a full disk): onnxruntime refuses it with exceptions of its own
+    (InvalidArgument, Fail, InvalidProtobuf: none an OSError or RuntimeError), and a search must still answer,
+    lexically, and say why once."""
+    damaged = tmp_path / "model.onnx"
+    damaged.write_bytes(b"\x08\x07")  # a ModelProto with its IR version and no graph
+    model = embedder.Embedder()
+    model._path = damaged
+    signal = fusion.SemanticFusion(
+        lastfm.tools,
+        vectors=vectors.ToolVectors(lastfm.tools, cache=vectors.VectorCache(), embed=model.embed),
+        embed_query=model.embed_query,
+    )
+    with caplog.at_level(logging.WARNING, logger="progressive_mcp.search.fusion"):
+        assert signal.near("weather in paris") is False  # the first to need the model, here
+        assert signal.fuse("similar artists", [(0, 1.0)]) is None
+        assert signal.ranking("top albums", 5) is None
+    warnings = [r.getMessage() for r in caplog.records if "semantic ranking is off" in r.getMessage()]
+    assert warnings == ["the semantic ranking is off: its model could not be used (RuntimeError)"]
+
+
 # --- vectors computed once ------------------------------------------------------------------------------------
 
 COUNT_EMBEDDED = """

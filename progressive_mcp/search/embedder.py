@@ -94,7 +94,10 @@ class Embedder:
         options.intra_op_num_threads = self._threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        try:
+            session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime's own types (InvalidArgument, Fail, ...) derive from Exception only
+            raise RuntimeError(f"onnxruntime refused the embedding model {self._path.name}: {exc}") from exc
         self._token_types = "token_type_ids" in {node.name for node in session.get_inputs()}  # both graphs' inputs
         return session
 

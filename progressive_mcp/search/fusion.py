@@ -78,10 +78,7 @@ class SemanticFusion:
         except EmbeddingProviderError:  # a remote provider's outage (it logs it): lexical alone until it answers
             return None
         except (ImportError, OSError, ValueError, RuntimeError) as exc:
-            with self._lock:
-                if not self._broken:
-                    self._broken = True
-                    log.warning("the semantic ranking is off: its model could not be used (%s)", type(exc).__name__)
+            self._give_up(exc)
             return None
         import numpy as np
 
@@ -124,9 +121,20 @@ class SemanticFusion:
                     )
                     self._bar = float(np.einsum("ij,kj->ik", anchors, matrix).max())
             best = float(np.einsum("ij,j->i", matrix, self._embed_query(without_ids(query))).max())
-        except (EmbeddingProviderError, ImportError, OSError, ValueError, RuntimeError):
+        except EmbeddingProviderError:
+            return False
+        except (ImportError, OSError, ValueError, RuntimeError) as exc:
+            self._give_up(exc)
             return False
         return best >= self._bar
+
+    def _give_up(self, exc: Exception) -> None:
+        """The model cannot be used: lexical search alone from now on (loading it again per query would cost a
+        read of the file each time), said once."""
+        with self._lock:
+            if not self._broken:
+                self._broken = True
+                log.warning("the semantic ranking is off: its model could not be used (%s)", type(exc).__name__)
 
     def fuse(
         self, query: str, lexical: Sequence[tuple[int, float]], leave_out: Collection[int] = ()
