@@ -159,3 +159,59 @@ def test_a_record_read_without_a_listable_collection_is_left_alone(monkeypatch: 
     # Without the rule the record's read wins the bare plural too: the rule is what orders the coupons.
     monkeypatch.setattr(search_index, "ITEM_PRIOR", 0.0)
     assert SearchIndex(COUPONS, semantic=False).search("coupons", limit=1)[0].name == "GetCouponsCoupon"
+
+
+# Stripe's shape: the refunds of one charge say "refund" more often than the refunds' own list, so on words alone
+# they win a query that names only refunds.
+REFUNDS = [
+    rest("GetRefunds", "GET", "/v1/refunds", "List refunds"),
+    dataclasses.replace(
+        rest("GetChargesChargeRefunds", "GET", "/v1/charges/{charge}/refunds", "List refunds of a charge", "charge"),
+        description="Refunds list: every refund of the charge.",
+    ),
+    rest("PostRefunds", "POST", "/v1/refunds", "Create a refund"),
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "first"),
+    [
+        ("refunds list", "GetRefunds"),
+        # A query that names the parent, as typed or misspelt, keeps the nested tool first; so does one naming a
+        # record or a thing, which may be the parent ("the refunds of ch_3Kx9", "Acme's refunds").
+        ("refunds list of a charge", "GetChargesChargeRefunds"),
+        ("refunds list of the chagre", "GetChargesChargeRefunds"),
+        ("refunds list ch_3Kx9ZbL2eZvKYlo21", "GetChargesChargeRefunds"),
+        ("refunds list for Acme", "GetChargesChargeRefunds"),
+    ],
+)
+def test_a_query_naming_only_a_resource_finds_its_own_tools_before_those_nested_under_another(
+    query: str, first: str
+) -> None:
+    index = SearchIndex(REFUNDS, semantic=False)
+    assert index.search(query, limit=2)[0].name == first
+
+
+def test_without_the_nesting_rule_the_nested_tool_wins_on_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search_index, "NEST_PRIOR", 0.0)
+    assert SearchIndex(REFUNDS, semantic=False).search("refunds list", limit=1)[0].name == "GetChargesChargeRefunds"
+
+
+def test_a_parent_that_most_tools_run_through_names_nothing() -> None:
+    # Twilio's shape: every path runs through /Accounts/{AccountSid}/, so only the call counts as a parent.
+    tools = [
+        rest("ListCall", "GET", "/2010-04-01/Accounts/{AccountSid}/Calls.json", "List calls", "AccountSid"),
+        rest("FetchCall", "GET", "/2010-04-01/Accounts/{AccountSid}/Calls/{Sid}.json", "Fetch a call", "Sid"),
+        rest(
+            "ListCallRecording",
+            "GET",
+            "/2010-04-01/Accounts/{AccountSid}/Calls/{CallSid}/Recordings.json",
+            "List the recordings of a call",
+            "CallSid",
+        ),
+        rest("ListRecording", "GET", "/2010-04-01/Accounts/{AccountSid}/Recordings.json", "List recordings"),
+        rest("ListAccount", "GET", "/2010-04-01/Accounts.json", "List accounts"),
+        rest("ListIncomingPhoneNumber", "GET", "/v1/IncomingPhoneNumbers/{Sid}/Assets", "List assets", "Sid"),
+    ]
+    parents = search_index._parents(tools, search_index.reading_for())
+    assert parents == [(), (), (frozenset({"call"}),), (), (), (frozenset({"incom", "phon"}),)]

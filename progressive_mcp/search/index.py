@@ -95,6 +95,13 @@ INTENT_PRIOR = 0.4
 # that fetch one record by its id (a path ending in a parameter: GET /coupons/{coupon}) score 1 / (1 + ITEM_PRIOR)
 # of theirs, so "coupons" or "list the payouts" find the collection's read (GET /coupons) first. Writes keep theirs.
 ITEM_PRIOR = 0.4
+# A tool whose REST path runs through a parent record the query does not mention (GET /v1/charges/{charge}/refunds
+# for "refunds list") scores 1 / (1 + NEST_PRIOR) of its score, so the resource's own top-level tools come first;
+# a query naming a record or a thing (an id, "Kendrick Lamar's albums") is left alone.
+NEST_PRIOR = 0.4
+# A parent segment that at least this share of a catalog's REST tools run through (Twilio's /Accounts/{Sid}/) names
+# no resource a query would: it says nothing about which tool is meant.
+COMMON_PARENT = 0.5
 
 # --- when nothing fits (calibrated on the dev half of eval/queries.jsonl) --------------------------------------------
 # A query is off-topic when its confidence, the mean of two shares of its weight, stays below MIN_CONFIDENCE:
@@ -566,6 +573,9 @@ class SearchIndex:
         # The REST reads of one record by its id whose collection the catalog also lists (`_item_reads`).
         self._item_reads = _item_reads(self._tools)
         self._mixed_reads = any(self._item_reads)
+        # The terms of each parent record a REST tool's path runs through (`_parents`).
+        self._parents = _parents(self._tools, reading)
+        self._nested = any(self._parents)
         self._hints = {
             name: {reading.stem(t): f for t, f in hint.terms.items()}
             for name, hint in (
@@ -729,7 +739,7 @@ class SearchIndex:
         coverage = covered / total
         confidence = (coverage + min(relative, 1.0)) / 2
         reason = _UNANSWERED if confidence < MIN_CONFIDENCE else None
-        top = self._by_need(self._by_intent(top, analysis.intent), analysis)
+        top = self._by_place(self._by_need(self._by_intent(top, analysis.intent), analysis), analysis)
         ranking = Ranking(analysis, top, coverage, relative, confidence, reason)
         if reason:
             ranking = self._second_opinion(query, ranking, excluded, categories)
@@ -755,6 +765,24 @@ class SearchIndex:
             return ranked
         items, factor = self._item_reads, 1 / (1 + ITEM_PRIOR)
         ordered = [(doc, score * factor if items[doc] else score) for doc, score in ranked]
+        ordered.sort(key=lambda item: -item[1])  # stable: ties keep their order
+        return ordered
+
+    def _by_place(self, ranked: list[tuple[int, float]], analysis: Analysis) -> list[tuple[int, float]]:
+        """A ranking where the tools nested under a parent record the query does not mention (`_parents`; a word,
+        its synonym or a misspelling of it counts) score 1 / (1 + NEST_PRIOR) of theirs, best first again;
+        unchanged for a query naming a record or a thing, or where no tool is nested."""
+        # A query naming a record (an id) or a thing (Kendrick Lamar, Abbey Road) may name the parent by itself.
+        if not self._nested or not ranked or analysis.names_record or analysis.entities:
+            return ranked
+        said = set(analysis.terms)
+        for concept in analysis.concepts:
+            said.update(concept.terms)
+        parents, factor = self._parents, 1 / (1 + NEST_PRIOR)
+        ordered = [
+            (doc, score * factor if any(said.isdisjoint(parent) for parent in parents[doc]) else score)
+            for doc, score in ranked
+        ]
         ordered.sort(key=lambda item: -item[1])  # stable: ties keep their order
         return ordered
 
@@ -799,6 +827,7 @@ class SearchIndex:
         if not fused:
             return ranking
         fused = self._by_need(self._by_intent(fused, ranking.analysis.intent), ranking.analysis)
+        fused = self._by_place(fused, ranking.analysis)
         a = ranking
         return Ranking(a.analysis, fused, a.coverage, a.relative, a.confidence, a.off_topic, a.semantic, True, near)
 
@@ -1178,6 +1207,35 @@ def _item_reads(tools: Sequence[CatalogTool]) -> list[bool]:
                 collection = reads.get(parent + (match.group(1) or ""))
                 listed = collection is not None and collection <= need
         found.append(listed)
+    return found
+
+
+def _parents(tools: Sequence[CatalogTool], reading: Reading) -> list[tuple[frozenset[str], ...]]:
+    """For each tool, the terms of each parent record its REST path runs through: a static segment followed by a
+    parameter that is not the path's last (/v1/charges/{charge}/refunds: "charge"; /v1/charges/{charge}: none).
+    A segment that COMMON_PARENT of the REST tools run through (Twilio's Accounts) counts for none."""
+    through: list[list[str]] = []
+    for tool in tools:
+        segments = tool.operation.path.strip("/").split("/") if tool.operation is not None else []
+        through.append(
+            [
+                segment
+                for segment, after in itertools.pairwise(segments[:-1])
+                if "{" not in segment and after.startswith("{")
+            ]
+        )
+    rest = sum(tool.operation is not None for tool in tools)
+    counts = Counter(itertools.chain.from_iterable(set(segments) for segments in through))
+    common = {segment for segment, count in counts.items() if count >= COMMON_PARENT * rest}
+    words = reading.words
+    found = []
+    for segments in through:
+        parents = (
+            frozenset(itertools.chain.from_iterable(words[w] for w in reading.lower_words(s)))
+            for s in segments
+            if s not in common
+        )
+        found.append(tuple(parent for parent in parents if parent))
     return found
 
 
