@@ -211,7 +211,21 @@ def test_a_parent_that_most_tools_run_through_names_nothing() -> None:
         ),
         rest("ListRecording", "GET", "/2010-04-01/Accounts/{AccountSid}/Recordings.json", "List recordings"),
         rest("ListAccount", "GET", "/2010-04-01/Accounts.json", "List accounts"),
-        rest("ListIncomingPhoneNumber", "GET", "/v1/IncomingPhoneNumbers/{Sid}/Assets", "List assets", "Sid"),
     ]
     parents = search_index._parents(tools, search_index.reading_for())
-    assert parents == [(), (), (frozenset({"call"}),), (), (), (frozenset({"incom", "phon"}),)]
+    assert parents == [(), (), (frozenset({"call"}),), (), ()]
+
+
+def test_a_thing_that_only_lives_under_its_parent_is_left_alone() -> None:
+    # OpenAI's shape: a run exists only in a thread, so "cancel the run" has no top-level tool to prefer.
+    tools = [
+        rest("createThread", "POST", "/threads", "Create a thread"),
+        rest("cancelRun", "POST", "/threads/{thread_id}/runs/{run_id}/cancel", "Cancel a run", "thread_id"),
+        rest("listRuns", "GET", "/threads/{thread_id}/runs", "List runs", "thread_id"),
+        rest("listMessages", "GET", "/threads/{thread_id}/messages", "List messages", "thread_id"),
+        rest("createMessage", "POST", "/messages", "Send a message"),
+        rest("listFiles", "GET", "/files", "List files"),
+        rest("listModels", "GET", "/models", "List models"),
+    ]
+    parents = search_index._parents(tools, search_index.reading_for())
+    assert parents == [(), (), (), (frozenset({"thread"}),), (), (), ()]

@@ -1211,32 +1211,33 @@ def _item_reads(tools: Sequence[CatalogTool]) -> list[bool]:
 
 
 def _parents(tools: Sequence[CatalogTool], reading: Reading) -> list[tuple[frozenset[str], ...]]:
-    """For each tool, the terms of each parent record its REST path runs through: a static segment followed by a
-    parameter that is not the path's last (/v1/charges/{charge}/refunds: "charge"; /v1/charges/{charge}: none).
-    A segment that COMMON_PARENT of the REST tools run through (Twilio's Accounts) counts for none."""
-    through: list[list[str]] = []
-    for tool in tools:
-        segments = tool.operation.path.strip("/").split("/") if tool.operation is not None else []
-        through.append(
-            [
-                segment
-                for segment, after in itertools.pairwise(segments[:-1])
-                if "{" not in segment and after.startswith("{")
-            ]
-        )
+    """For each tool, the terms of each parent record its REST path runs through (a static segment followed by a
+    parameter that is not the path's last: /v1/charges/{charge}/refunds, "charge"), where the catalog also serves
+    the tool's own resource (its last static segment, "refunds") outside any parent (/v1/refunds); else none, as
+    for a thing that only lives under its parent (OpenAI's /threads/{thread_id}/runs). A segment that COMMON_PARENT
+    of the REST tools run through (Twilio's /Accounts/{AccountSid}/) counts for none."""
+    paths = [tool.operation.path.strip("/").split("/") if tool.operation is not None else [] for tool in tools]
+    through = [
+        [segment for segment, after in itertools.pairwise(path[:-1]) if "{" not in segment and after.startswith("{")]
+        for path in paths
+    ]
     rest = sum(tool.operation is not None for tool in tools)
     counts = Counter(itertools.chain.from_iterable(set(segments) for segments in through))
     common = {segment for segment, count in counts.items() if count >= COMMON_PARENT * rest}
     words = reading.words
-    found = []
-    for segments in through:
-        parents = (
-            frozenset(itertools.chain.from_iterable(words[w] for w in reading.lower_words(s)))
-            for s in segments
-            if s not in common
-        )
-        found.append(tuple(parent for parent in parents if parent))
-    return found
+
+    def terms(segment: str) -> frozenset[str]:
+        lowers = reading.lower_words(_SUFFIX.sub("", segment))
+        return frozenset(itertools.chain.from_iterable(words[w] for w in lowers))
+
+    parents = [tuple(t for t in (terms(s) for s in segments if s not in common) if t) for segments in through]
+    statics = [[terms(s) for s in path if "{" not in s] for path in paths]
+    # The resources served outside any parent: every static segment of the paths that run through none.
+    top = {t for found, segments in zip(parents, statics, strict=True) if not found for t in segments}
+    return [
+        found if found and segments[-1] and segments[-1] in top else ()
+        for found, segments in zip(parents, statics, strict=True)
+    ]
 
 
 def _intent(tokens: list[Token]) -> str | None:
@@ -1257,6 +1258,7 @@ def _intent(tokens: list[Token]) -> str | None:
 
 
 _READ, _WRITE = "read", "write"
+_SUFFIX = re.compile(r"\.\w+$")  # a path segment's format suffix (Twilio's Calls.json)
 # Said before the verb: politeness and who asks ("please", "can you", "I want to", "let's").
 _INTENT_OPENERS = frozenset(
     {"please", "pls", "plz", "kindly", "hey", "hi", "ok", "okay", "so", "now", "just", "can", "could", "would",
