@@ -1,24 +1,35 @@
-"""Experiment (issue 29, REST structure): the nesting prior and the bare-noun lean on the TUNING sets only.
+"""Experiment (issue 29, REST structure; neither rule kept): a nesting prior from the operation's path and a lean of
+a query with no mood, on the TUNING sets only.
 
     .venv/bin/python bench/_exp_nest.py --counts                    # tools each document's paths nest, no query read
-    .venv/bin/python bench/_exp_nest.py --priors 0,0.2,0.4,0.7,1.0  # index.NEST_PRIOR scanned
-    .venv/bin/python bench/_exp_nest.py --variant any               # every nested tool, twin at top level or not
-    .venv/bin/python bench/_exp_nest.py --bare writes:0.1,destructive:0.2   # a query with no mood leans (not kept)
+    .venv/bin/python bench/_exp_nest.py --priors 0,0.2,0.4,0.7,1.0  # the nesting prior scanned (0: the engine)
+    .venv/bin/python bench/_exp_nest.py --variant any --priors 0.4  # every nested tool, twin at top level or not
+    .venv/bin/python bench/_exp_nest.py --bare writes:0.1,destructive:0.2   # a query with no mood leans
 
-Prints bench/_exp_rank.py's R@1/R@5/MRR per tuning set and their mean. Never run on held-out sets: their figures
-come from `progressive-mcp eval --catalogs`, aggregate only.
+The nesting prior: a tool whose REST path runs through a parent record (a static segment followed by a parameter
+that is not the path's last: /v1/charges/{charge}/refunds) the query does not mention (a word of the segment as
+the engine reads it, its synonym or a misspelling of it) scores 1 / (1 + prior) of its score, after the engine's
+own priors, in the lexical and the fused ranking; a query naming a record (an id) or a thing (an entity) is left
+alone; a segment that half the REST tools run through (Twilio's /Accounts/{AccountSid}/) counts for none; variant
+`twin` (the default) touches only a tool whose own resource (its last static segment) some unnested path also
+serves. The bare-noun lean: a query whose opening says no mood (`index._intent` None) treats the writes (or only the
+destructive tools) as a question does, at its own prior. Prints R@1/R@5/MRR per set and the tuning mean (Last.fm,
+Spotify `dev`, Stripe `dev`). Never run on held-out sets: their figures come from `progressive-mcp eval --catalogs`
+on this script's rule committed into the engine (branch i34-nest, commits df9ddce and 53a04ee), aggregate only.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import re
 import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from progressive_mcp.catalog import CatalogTool
 from progressive_mcp.search import index
 from progressive_mcp.search.catalogs_eval import load_manifest
 from progressive_mcp.search.evaluation import engine_ranker, run_eval
@@ -27,51 +38,73 @@ from progressive_mcp.sources import load_catalog
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _exp_rank import ROOT, load_sets
 
-_shipped_parents = index._parents
+COMMON_PARENT = 0.5  # a parent segment this share of the REST tools run through names nothing
+_SUFFIX = re.compile(r"\.\w+$")  # Twilio's Calls.json
 _shipped_by_intent = index.SearchIndex._by_intent
-_bare: dict[str, Any] = {"kind": None, "prior": 0.0}
+_shipped_by_need = index.SearchIndex._by_need
+_rule: dict[str, Any] = {"prior": 0.0, "twin": True, "bare": None, "bare_prior": 0.0}
+_parents_of: dict[int, list[tuple[frozenset[str], ...]]] = {}
 
 
-def counts() -> None:
-    """Per catalog: its tools, how many run through a parent record, and the parents most run through."""
-    for item in load_manifest(ROOT / "eval/catalogs.yaml"):
-        if item.spec is not None and not item.spec.is_file():
-            continue
-        catalog = load_catalog(item.spec)
-        parents = index._parents(catalog.tools, index.reading_for(catalog.vocabulary))
-        common = Counter(" ".join(sorted(terms)) for found in parents for terms in found).most_common(5)
-        every = sum(map(bool, any_parents(catalog.tools, index.reading_for(catalog.vocabulary))))
-        twins = sum(map(bool, parents))
-        print(
-            f"{item.entry.name:<13} tools {len(parents):4}  nested {every:4}  with a top-level twin {twins:4}  {common}"
-        )
-
-
-def any_parents(tools: Sequence[Any], reading: index.Reading) -> list[tuple[frozenset[str], ...]]:
-    """`index._parents` without its twin check: every tool under a parent record counts (the first version)."""
+def parents(tools: Sequence[CatalogTool], reading: index.Reading, *, twin: bool) -> list[tuple[frozenset[str], ...]]:
+    """For each tool, the terms of each parent record its REST path runs through (see the module docstring)."""
     paths = [t.operation.path.strip("/").split("/") if t.operation is not None else [] for t in tools]
     through = [[s for s, after in itertools.pairwise(p[:-1]) if "{" not in s and after.startswith("{")] for p in paths]
     rest = sum(t.operation is not None for t in tools)
     counts = Counter(itertools.chain.from_iterable(set(segments) for segments in through))
-    common = {s for s, n in counts.items() if n >= index.COMMON_PARENT * rest}
+    common = {s for s, n in counts.items() if n >= COMMON_PARENT * rest}
 
     def terms(segment: str) -> frozenset[str]:
-        return frozenset(t for w in reading.lower_words(segment) for t in reading.words[w])
+        return frozenset(t for w in reading.lower_words(_SUFFIX.sub("", segment)) for t in reading.words[w])
 
-    return [tuple(t for t in (terms(s) for s in segments if s not in common) if t) for segments in through]
+    found = [tuple(t for t in (terms(s) for s in segments if s not in common) if t) for segments in through]
+    if not twin:
+        return found
+    statics = [[terms(s) for s in path if "{" not in s] for path in paths]
+    top = {t for f, segments in zip(found, statics, strict=True) if not f for t in segments}
+    return [f if f and s[-1] and s[-1] in top else () for f, s in zip(found, statics, strict=True)]
 
 
-def bare_by_intent(self: index.SearchIndex, ranked: list[tuple[int, float]], intent: str | None) -> Any:
-    """The shipped mood rule; then, for a query with no mood, writes (or destructive tools) lose `_bare`'s prior."""
-    ranked = _shipped_by_intent(self, ranked, intent)
-    if intent is not None or _bare["kind"] is None or not ranked:
+def by_need(self: index.SearchIndex, ranked: list[tuple[int, float]], analysis: index.Analysis) -> Any:
+    """The engine's collection-before-record rule, then the nesting prior (both rankings call `_by_need` last)."""
+    ranked = _shipped_by_need(self, ranked, analysis)
+    if not _rule["prior"] or not ranked or analysis.names_record or analysis.entities:
         return ranked
-    if _bare["kind"] == "destructive":
+    key = id(self)
+    if key not in _parents_of:
+        _parents_of[key] = parents(self._tools, self._reading, twin=_rule["twin"])
+    nested = _parents_of[key]
+    said = set(analysis.terms).union(*(concept.terms for concept in analysis.concepts))
+    factor = 1 / (1 + _rule["prior"])
+    out = [(d, s * factor if any(said.isdisjoint(p) for p in nested[d]) else s) for d, s in ranked]
+    return sorted(out, key=lambda item: -item[1])
+
+
+def by_intent(self: index.SearchIndex, ranked: list[tuple[int, float]], intent: str | None) -> Any:
+    """The engine's mood rule; then, for a query with no mood, the writes (or destructive tools) lose."""
+    ranked = _shipped_by_intent(self, ranked, intent)
+    if intent is not None or _rule["bare"] is None or not ranked:
+        return ranked
+    if _rule["bare"] == "destructive":
         lose = [t.annotations.get("destructiveHint") is True for t in self._tools]
     else:
         lose = [mood is False for mood in self._reads]
-    factor = 1 / (1 + _bare["prior"])
+    factor = 1 / (1 + _rule["bare_prior"])
     return sorted(((d, s * factor if lose[d] else s) for d, s in ranked), key=lambda item: -item[1])
+
+
+def counts() -> None:
+    """Per catalog: its tools, how many run through a parent record, how many of those have a top-level twin."""
+    for item in load_manifest(ROOT / "eval/catalogs.yaml"):
+        if item.spec is not None and not item.spec.is_file():
+            continue
+        catalog = load_catalog(item.spec)
+        reading = index.reading_for(catalog.vocabulary)
+        every = sum(map(bool, parents(catalog.tools, reading, twin=False)))
+        twins = parents(catalog.tools, reading, twin=True)
+        common = Counter(" ".join(sorted(terms)) for found in twins for terms in found).most_common(5)
+        print(f"{item.entry.name:<13} tools {len(twins):4}  nested {every:4}  with a top-level twin ", end="")
+        print(f"{sum(map(bool, twins)):4}  {common}")
 
 
 def measure(sets: list[tuple[str, Any, Any, Any]], label: str) -> None:
@@ -89,25 +122,24 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--counts", action="store_true")
     parser.add_argument("--sets", default="lastfm,spotify-dev,stripe-dev,av-tuning,av-public")
-    parser.add_argument("--priors", default="", help="NEST_PRIOR values; none given: the shipped one")
-    parser.add_argument("--variant", choices=("shipped", "any"), default="shipped")
-    parser.add_argument("--bare", default="", help="kind:prior,... with kind writes or destructive")
+    parser.add_argument("--priors", default="", help="nesting priors to measure, e.g. 0,0.4")
+    parser.add_argument("--variant", choices=("twin", "any"), default="twin")
+    parser.add_argument("--bare", default="", help="kind:prior,... with kind writes or destructive (no nesting)")
     args = parser.parse_args()
     if args.counts:
         counts()
         return
-    if args.variant == "any":
-        index._parents = any_parents  # before the indexes are built
-    index.SearchIndex._by_intent = bare_by_intent  # type: ignore[method-assign]
+    _rule["twin"] = args.variant == "twin"
+    index.SearchIndex._by_need = by_need  # type: ignore[method-assign]
+    index.SearchIndex._by_intent = by_intent  # type: ignore[method-assign]
     sets = load_sets(args.sets.split(","))
-    shipped_prior = index.NEST_PRIOR
-    for prior in [float(p) for p in args.priors.split(",") if p] or [shipped_prior]:
-        index.NEST_PRIOR = prior
-        measure(sets, f"{args.variant} NEST_PRIOR {prior}")
-    index.NEST_PRIOR = shipped_prior  # the bare-noun leans are measured on top of the shipped engine
+    for prior in [float(p) for p in args.priors.split(",") if p]:
+        _rule["prior"] = prior
+        measure(sets, f"nesting {args.variant} {prior}")
+    _rule["prior"] = 0.0  # the bare-noun leans are measured on the engine as it is
     for spec in filter(None, args.bare.split(",")):
         kind, prior = spec.split(":")
-        _bare.update(kind=kind, prior=float(prior))
+        _rule.update(bare=kind, bare_prior=float(prior))
         measure(sets, f"bare {kind} {prior}")
 
 

@@ -95,13 +95,6 @@ INTENT_PRIOR = 0.4
 # that fetch one record by its id (a path ending in a parameter: GET /coupons/{coupon}) score 1 / (1 + ITEM_PRIOR)
 # of theirs, so "coupons" or "list the payouts" find the collection's read (GET /coupons) first. Writes keep theirs.
 ITEM_PRIOR = 0.4
-# A tool whose REST path runs through a parent record the query does not mention (GET /v1/charges/{charge}/refunds
-# for "refunds list") scores 1 / (1 + NEST_PRIOR) of its score, so the resource's own top-level tools come first;
-# a query naming a record or a thing (an id, "Kendrick Lamar's albums") is left alone.
-NEST_PRIOR = 0.4
-# A parent segment that at least this share of a catalog's REST tools run through (Twilio's /Accounts/{Sid}/) names
-# no resource a query would: it says nothing about which tool is meant.
-COMMON_PARENT = 0.5
 
 # --- when nothing fits (calibrated on the dev half of eval/queries.jsonl) --------------------------------------------
 # A query is off-topic when its confidence, the mean of two shares of its weight, stays below MIN_CONFIDENCE:
@@ -573,9 +566,6 @@ class SearchIndex:
         # The REST reads of one record by its id whose collection the catalog also lists (`_item_reads`).
         self._item_reads = _item_reads(self._tools)
         self._mixed_reads = any(self._item_reads)
-        # The terms of each parent record a REST tool's path runs through (`_parents`).
-        self._parents = _parents(self._tools, reading)
-        self._nested = any(self._parents)
         self._hints = {
             name: {reading.stem(t): f for t, f in hint.terms.items()}
             for name, hint in (
@@ -739,7 +729,7 @@ class SearchIndex:
         coverage = covered / total
         confidence = (coverage + min(relative, 1.0)) / 2
         reason = _UNANSWERED if confidence < MIN_CONFIDENCE else None
-        top = self._by_place(self._by_need(self._by_intent(top, analysis.intent), analysis), analysis)
+        top = self._by_need(self._by_intent(top, analysis.intent), analysis)
         ranking = Ranking(analysis, top, coverage, relative, confidence, reason)
         if reason:
             ranking = self._second_opinion(query, ranking, excluded, categories)
@@ -765,24 +755,6 @@ class SearchIndex:
             return ranked
         items, factor = self._item_reads, 1 / (1 + ITEM_PRIOR)
         ordered = [(doc, score * factor if items[doc] else score) for doc, score in ranked]
-        ordered.sort(key=lambda item: -item[1])  # stable: ties keep their order
-        return ordered
-
-    def _by_place(self, ranked: list[tuple[int, float]], analysis: Analysis) -> list[tuple[int, float]]:
-        """A ranking where the tools nested under a parent record the query does not mention (`_parents`; a word,
-        its synonym or a misspelling of it counts) score 1 / (1 + NEST_PRIOR) of theirs, best first again;
-        unchanged for a query naming a record or a thing, or where no tool is nested."""
-        # A query naming a record (an id) or a thing (Kendrick Lamar, Abbey Road) may name the parent by itself.
-        if not self._nested or not ranked or analysis.names_record or analysis.entities:
-            return ranked
-        said = set(analysis.terms)
-        for concept in analysis.concepts:
-            said.update(concept.terms)
-        parents, factor = self._parents, 1 / (1 + NEST_PRIOR)
-        ordered = [
-            (doc, score * factor if any(said.isdisjoint(parent) for parent in parents[doc]) else score)
-            for doc, score in ranked
-        ]
         ordered.sort(key=lambda item: -item[1])  # stable: ties keep their order
         return ordered
 
@@ -827,7 +799,6 @@ class SearchIndex:
         if not fused:
             return ranking
         fused = self._by_need(self._by_intent(fused, ranking.analysis.intent), ranking.analysis)
-        fused = self._by_place(fused, ranking.analysis)
         a = ranking
         return Ranking(a.analysis, fused, a.coverage, a.relative, a.confidence, a.off_topic, a.semantic, True, near)
 
@@ -1210,36 +1181,6 @@ def _item_reads(tools: Sequence[CatalogTool]) -> list[bool]:
     return found
 
 
-def _parents(tools: Sequence[CatalogTool], reading: Reading) -> list[tuple[frozenset[str], ...]]:
-    """For each tool, the terms of each parent record its REST path runs through (a static segment followed by a
-    parameter that is not the path's last: /v1/charges/{charge}/refunds, "charge"), where the catalog also serves
-    the tool's own resource (its last static segment, "refunds") outside any parent (/v1/refunds); else none, as
-    for a thing that only lives under its parent (OpenAI's /threads/{thread_id}/runs). A segment that COMMON_PARENT
-    of the REST tools run through (Twilio's /Accounts/{AccountSid}/) counts for none."""
-    paths = [tool.operation.path.strip("/").split("/") if tool.operation is not None else [] for tool in tools]
-    through = [
-        [segment for segment, after in itertools.pairwise(path[:-1]) if "{" not in segment and after.startswith("{")]
-        for path in paths
-    ]
-    rest = sum(tool.operation is not None for tool in tools)
-    counts = Counter(itertools.chain.from_iterable(set(segments) for segments in through))
-    common = {segment for segment, count in counts.items() if count >= COMMON_PARENT * rest}
-    words = reading.words
-
-    def terms(segment: str) -> frozenset[str]:
-        lowers = reading.lower_words(_SUFFIX.sub("", segment))
-        return frozenset(itertools.chain.from_iterable(words[w] for w in lowers))
-
-    parents = [tuple(t for t in (terms(s) for s in segments if s not in common) if t) for segments in through]
-    statics = [[terms(s) for s in path if "{" not in s] for path in paths]
-    # The resources served outside any parent: every static segment of the paths that run through none.
-    top = {t for found, segments in zip(parents, statics, strict=True) if not found for t in segments}
-    return [
-        found if found and segments[-1] and segments[-1] in top else ()
-        for found, segments in zip(parents, statics, strict=True)
-    ]
-
-
 def _intent(tokens: list[Token]) -> str | None:
     """Whether a query opens as a question or look-up (`_READ`: "which songs have I loved", "show my playlists")
     or as a command to change something (`_WRITE`: "heart this track", "make a new playlist"); None otherwise."""
@@ -1258,7 +1199,6 @@ def _intent(tokens: list[Token]) -> str | None:
 
 
 _READ, _WRITE = "read", "write"
-_SUFFIX = re.compile(r"\.\w+$")  # a path segment's format suffix (Twilio's Calls.json)
 # Said before the verb: politeness and who asks ("please", "can you", "I want to", "let's").
 _INTENT_OPENERS = frozenset(
     {"please", "pls", "plz", "kindly", "hey", "hi", "ok", "okay", "so", "now", "just", "can", "could", "would",
