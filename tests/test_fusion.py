@@ -23,6 +23,7 @@ from progressive_mcp.catalog import Catalog, CatalogTool, Operation
 from progressive_mcp.cli import main
 from progressive_mcp.search import dense, embedder, fusion, vectors
 from progressive_mcp.search.index import INTENT_PRIOR, ITEM_PRIOR, SearchIndex
+from progressive_mcp.search.semantic import everyday_requests
 from progressive_mcp.sources import load_catalog
 
 if TYPE_CHECKING:
@@ -245,7 +246,7 @@ index = SearchIndex(catalog.tools, catalog.vocabulary, categories=catalog.catego
 loaded = "onnxruntime" in sys.modules
 hits = [hit.name for hit in index.search(sys.argv[2], limit=5)]
 print(json.dumps({"loaded_before_search": loaded, "embedded": embedder.Embedder.shared().texts_embedded,
-                  "hits": hits}))
+                  "hits": hits, "graphs": sorted(embedder.Embedder.shared()._graphs)}))
 """
 
 
@@ -281,6 +282,21 @@ def test_a_compiled_catalog_carries_its_vectors_and_a_search_embeds_only_the_que
     assert from_yaml["embedded"] == len(lastfm.tools) + 1  # embedded lazily, at the first search, then the query
     assert not from_yaml["loaded_before_search"]
     assert from_file["hits"] == from_yaml["hits"] and "track.getInfo" in from_file["hits"][:2]
+
+
+@pytest.mark.slow  # starts a process (tests/conftest.py)
+def test_a_process_that_only_answers_queries_never_loads_the_document_graph(
+    minilm: embedder.Embedder, tmp_path: Path
+) -> None:
+    """With the tools' vectors stored, an off-topic query (judged by `near` against everyday requests, which stand
+    for queries and are read as queries) runs on the int8 query graph alone: the float graph for tool documents,
+    ~90 MB of weights, is never made."""
+    compiled = tmp_path / "lastfm.json"
+    assert main(["spec", "compile", "--catalog", str(LASTFM), "-o", str(compiled)]) == 0
+    off_topic = count_embedded(compiled, "how long do I boil an egg")
+    assert off_topic["hits"] == []
+    assert off_topic["graphs"] == [True]  # products on int8 weights: the query graph only
+    assert off_topic["embedded"] == 1 + len(everyday_requests())  # the query and the everyday requests
 
 
 @pytest.mark.parametrize(

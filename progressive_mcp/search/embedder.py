@@ -121,14 +121,15 @@ class Embedder:
                 cls._shared = cls()
             return cls._shared
 
-    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        """Unit vectors of `texts`, one row each, in batches of `BATCH` (sorted by length, so padding stays short)."""
+    def embed(self, texts: Sequence[str], *, queries: bool = False) -> NDArray[np.float32]:
+        """Unit vectors of `texts`, one row each, in batches of `BATCH` (sorted by length, so padding stays short);
+        `queries`: through the query graph, as `embed_query` reads one (texts that stand for queries)."""
         import numpy as np
 
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
         self.texts_embedded += len(texts)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        session = self._graph(products=False)
+        session = self._graph(products=queries)
         for start in range(0, len(order), BATCH):
             chunk = order[start : start + BATCH]
             out[chunk] = self._batch(session, [texts[i] for i in chunk])
@@ -160,6 +161,11 @@ class Embedder:
 def embed(texts: Sequence[str]) -> NDArray[np.float32]:
     """Unit vectors of `texts` from the shared embedder."""
     return Embedder.shared().embed(texts)
+
+
+def embed_queries(texts: Sequence[str]) -> NDArray[np.float32]:
+    """Unit vectors of query-like texts from the shared embedder's query graph, in batches, uncached."""
+    return Embedder.shared().embed(texts, queries=True)
 
 
 @lru_cache(maxsize=QUERY_CACHE)

@@ -58,10 +58,10 @@ class SemanticFusion:
         self._vectors = vectors or ToolVectors(tools)
         provider = providers.active()
         self._embed_query = embed_query or provider.embed_query
-        # `near`'s anchors in one batch from the provider the tool vectors come from; an injected query embedder
-        # (tests) is asked text by text.
+        # `near`'s anchors stand for queries: read as queries are (the bundled model's int8 query graph, a remote
+        # provider's query input), in one batch; an injected query embedder (tests) is asked text by text.
         self._embed_batch: Callable[[Sequence[str]], NDArray[np.float32]] | None = (
-            provider.embed if embed_query is None else None
+            provider.embed_queries if embed_query is None else None
         )
         self._broken = False
         self._lock = threading.Lock()

@@ -76,6 +76,10 @@ class EmbeddingProvider(Protocol):
         """The unit vector of one query (read-only), kept for repeats."""
         ...
 
+    def embed_queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """Unit rows of texts read as queries are (`fusion.near`'s everyday requests), uncached."""
+        ...
+
 
 class Bundled:
     """The bundled MiniLM model (`embedder`): the semantic extra's, on the CPU."""
@@ -91,6 +95,9 @@ class Bundled:
 
     def embed_query(self, text: str) -> NDArray[np.float32]:
         return embedder.embed_query(text)
+
+    def embed_queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        return embedder.embed_queries(texts)
 
 
 class _Remote:
@@ -113,6 +120,9 @@ class _Remote:
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         return self._guarded(lambda: self._rows(self._fetch(list(texts), query=False), len(texts)))
+
+    def embed_queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        return self._guarded(lambda: self._rows(self._fetch(list(texts), query=True), len(texts)))
 
     def embed_query(self, text: str) -> NDArray[np.float32]:
         with self._lock:
