@@ -74,7 +74,7 @@ class Embedder:
         # run the file's float32 products, exactly as before; a query runs them on the int8 weights, ~1.7x faster
         # for a few tokens, its vector within a cosine of ~.997 of the float one (tests/test_query_graph.py). So
         # stored vectors never change with this, and a process that only answers queries never loads the float
-        # graph (but for `fusion.near`'s everyday anchors, embedded as documents are, in one batch).
+        # graph (`fusion.near`'s everyday requests stand for queries: `embed(..., queries=True)`).
         self._graphs: dict[bool, Any] = {}  # products in int8 (queries) or not (documents) -> its session
         self._token_types = False
         self.query_int8_nodes = 0  # nodes of the query graph that read int8 weights (38 for the pinned model)
