@@ -18,7 +18,10 @@ ranking is its candidates in the order of their scores after the priors, and eve
 rescued to nothing, curated) keeps the engine's own answer.
 
 Tuning sets only (Last.fm all, Spotify's and Stripe's dev splits); never run on held-out sets. Result (docs/
-search.md, "Not kept"): no form, loss, L2 or feature subset beat the shipped fusion on R@1 there.
+search.md, "Not kept"): no fit beats the shipped fusion on R@1 without a tuning set losing several queries.
+
+    .venv/bin/python bench/_exp_ltr.py --nested --form lin --loss pair,list,lambda --l2 0.01,0.03,0.1,0.3 \
+        --features rr_lex,rr_sem,lex_first,sem_first,lex_margin,sem_margin     # the closest: the margins
 """
 
 from __future__ import annotations
@@ -85,6 +88,11 @@ def features_of(
     analysis = ranking.analysis if ranking is not None else None
     relative = min(max(ranking.relative, 0.0), 1.0) if ranking is not None and not ranking.semantic else 0.0
     query_words = _words(without_ids(query))
+    # How decisive each ranking's first place is: the lexical second's score short of the first's (as a share), and
+    # MiniLM's second cosine short of its first.
+    lex_scores = [score for _, score in lexical[:2]]
+    lex_margin = 1.0 - lex_scores[1] / lex_scores[0] if len(lex_scores) == 2 and lex_scores[0] > 0 else 1.0
+    sem_margin = float(cos[sem[0]] - cos[sem[1]]) if len(sem) >= 2 else 0.0
     k = fusion.K
     f: dict[str, list[float]] = {name: [] for name in FEATURES}
     for doc in candidates:
@@ -96,6 +104,8 @@ def features_of(
         f["cos"].append(float(cos[doc]))
         f["lex_first"].append(1.0 if lex_rank.get(doc) == 1 else 0.0)
         f["sem_first"].append(1.0 if sem_rank.get(doc) == 1 else 0.0)
+        f["lex_margin"].append(lex_margin if lex_rank.get(doc) == 1 else 0.0)
+        f["sem_margin"].append(sem_margin if sem_rank.get(doc) == 1 else 0.0)
         f["rel_x_lex"].append(relative * rl)
         f["rel_x_sem"].append(relative * rs)
         mood = engine._reads[doc]
@@ -122,14 +132,17 @@ FEATURES = (
     "cos",  # the MiniLM cosine of the tool's document and the query
     "lex_first",  # 1 for the lexical first place
     "sem_first",  # 1 for MiniLM's first place
+    "lex_margin",  # for the lexical first place: 1 - the second's score / its own (0 elsewhere)
+    "sem_margin",  # for MiniLM's first place: its cosine less the second's (0 elsewhere)
     "rel_x_lex",  # the lexical confidence (`Ranking.relative`, 0 for a rescued query) times rr_lex
     "rel_x_sem",  # the same times rr_sem
     "mood_off",  # 1 where the tool's mood is the other than the query's (`index._intent`)
     "item_read",  # 1 for a read of one record by its id, the query naming no record
     "name_cover",  # the share of the tool's name words (3 letters and more) the query says
 )
-# The default set (10): item_read is left out, its weight stays near 0 in every fit (`_by_need` already applies it).
-DEFAULT = ",".join(name for name in FEATURES if name != "item_read")
+# The default set (10): item_read is left out, its weight stays near 0 in every fit (`_by_need` already applies it);
+# the two margins were tried after (see docs/search.md).
+DEFAULT = ",".join(name for name in FEATURES if name not in ("item_read", "lex_margin", "sem_margin"))
 
 
 def _cosines(self: fusion.SemanticFusion, text: str) -> np.ndarray:
@@ -397,6 +410,35 @@ def loco(data, catalogs, names, l2):  # type: ignore[no-untyped-def]
     return out
 
 
+def nested(data, catalogs, names, l2s) -> None:  # type: ignore[no-untyped-def]
+    """Leave-one-catalog-out with L2 chosen inside: for each held-out set, the L2 whose fit on one of the other two
+    sets scores the other best (R@1, then MRR, mean of both ways) is fitted on both and scored on the held-out set."""
+    print(f"features: {', '.join(names)}   L2 chosen by the inner folds among {', '.join(map(str, l2s))}")
+    sums = np.zeros(6)
+    for label in TUNING:
+        train = [other for other in TUNING if other != label]
+
+        def inner(l2: float, train: list[str] = train) -> tuple[float, float]:
+            scores = []
+            for fit_on, score_on in (train, train[::-1]):
+                w = fit(data[fit_on][0], names, l2)
+                m = metrics(*data[score_on], catalogs[score_on], lambda one, w=w: order(one, names, w))
+                scores.append((m["r1"], m["mrr"]))
+            return (sum(r for r, _ in scores) / 2, sum(m for _, m in scores) / 2)
+
+        l2 = max(l2s, key=inner)
+        w = fit([q for other in train for q in data[other][0]], names, l2)
+        before = metrics(*data[label], catalogs[label], None)
+        after = metrics(*data[label], catalogs[label], lambda q, w=w: order(q, names, w))
+        sums += [before["r1"], before["r5"], before["mrr"], after["r1"], after["r5"], after["mrr"]]
+        print(
+            f"{label:<14}    {before['r1']:.3f} {before['r5']:.3f} {before['mrr']:.3f}"
+            f"      {after['r1']:.3f} {after['r5']:.3f} {after['mrr']:.3f}   L2 {l2}"
+        )
+    m = sums / len(TUNING)
+    print(f"{'mean':<14}    {m[0]:.3f} {m[1]:.3f} {m[2]:.3f}      {m[3]:.3f} {m[4]:.3f} {m[5]:.3f}")
+
+
 def brief(data, catalogs, names, l2) -> None:  # type: ignore[no-untyped-def]
     """One line: the leave-one-catalog-out mean and each set's R@1."""
     rows = loco(data, catalogs, names, l2)
@@ -435,6 +477,7 @@ def main() -> None:
     parser.add_argument("--features", default=DEFAULT, help=f"comma-separated, of {', '.join(FEATURES)}")
     parser.add_argument("--l2", default="0.1", help="comma-separated")
     parser.add_argument("--search", action="store_true", help="every subset of --features (up to 4), one L2")
+    parser.add_argument("--nested", action="store_true", help="L2 chosen among --l2 inside each fold")
     parser.add_argument("--anchor", action="store_true", help="L2 toward the shipped weights, not toward 0")
     parser.add_argument("--form", default="lin,log", help="lin, log or both, comma-separated")
     parser.add_argument("--loss", default="pair,list", help="pair, list, lambda, comma-separated")
@@ -458,6 +501,12 @@ def main() -> None:
     if not args.search:
         FORM["value"], LOSS["value"] = "lin", "pair"
         table(data, catalogs, ["rr_lex", "rr_sem"], 0.1)  # the shipped merge's own two features, weights fitted
+    if args.nested:
+        for form, loss in itertools.product(args.form.split(","), args.loss.split(",")):
+            FORM["value"], LOSS["value"] = form, loss
+            print(f"--- form {form}, loss {loss}")
+            nested(data, catalogs, names, [float(v) for v in args.l2.split(",")])
+        return
     for form, loss, l2 in itertools.product(args.form.split(","), args.loss.split(","), map(float, args.l2.split(","))):
         FORM["value"], LOSS["value"] = form, loss
         print(f"--- form {form}, loss {loss}")
