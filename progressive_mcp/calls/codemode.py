@@ -14,13 +14,13 @@ the calls it made. Example::
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from progressive_mcp.calls.sandbox import Sandbox, ScriptLimits, ToolCallFailed
 from progressive_mcp.calls.shaping import shape_script_answer
-from progressive_mcp.calls.stubs import clashing_names, python_name, python_names, tool_stubs
+from progressive_mcp.calls.stubs import clashing_names, python_names, tool_stubs
 from progressive_mcp.catalog import CatalogTool
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool, UpstreamTimeout
 from progressive_mcp.redaction import Secrets
@@ -143,8 +143,3 @@ def _builtin_for(exc: ToolError) -> str:
     if isinstance(exc, UpstreamTimeout):
         return "TimeoutError"
     return "RuntimeError"
-
-
-def tool_names(tools: Iterable[CatalogTool]) -> dict[str, str]:
-    """Python name → catalog name, for tools whose names are not identifiers ("artist.getInfo")."""
-    return {python_name(t.name): t.name for t in tools if python_name(t.name) != t.name}

@@ -280,9 +280,6 @@ class Gateway:
         assert tool.server is not None and tool.server_tool is not None
         return self.pool.call_tool(tool.server, tool.server_tool, arguments, timeout_s)
 
-    def secrets(self, server: str) -> tuple[str, ...]:
-        return self.config.server(server).secrets
-
     def close(self) -> None:
         self.pool.close()
 
