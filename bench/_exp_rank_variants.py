@@ -141,7 +141,32 @@ def ties(tie: float, weight: float = fusion.WEIGHT, only_answered: bool = False)
     return fuse
 
 
+def feedback(top: int, beta: float, seeds: str = "fused") -> Fuse:
+    """Pseudo-relevance feedback in MiniLM's space (Rocchio): the query's vector moved toward the mean vector of the
+    first `top` tools of the shipped fusion (or of the lexical ranking), MiniLM's order taken again with it, and
+    merged with the lexical ranking as `plain` does."""
+
+    def fuse(self, query, lexical, leave_out, ranking):  # type: ignore[no-untyped-def]
+        import numpy as np
+
+        fused = _shipped_fuse(self, query, lexical, leave_out)
+        if not fused or ranking is None:
+            return fused
+        first = [doc for doc, _ in (fused if seeds == "fused" else lexical)[:top]]
+        if not first:
+            return fused
+        matrix = self._vectors.matrix()
+        moved = self._embed_query(without_ids(query)) + beta * matrix[first].mean(axis=0)
+        moved = moved / np.linalg.norm(moved)
+        order = np.argsort(-np.einsum("ij,j->i", matrix, moved), kind="stable")
+        semantic = [int(i) for i in order if int(i) not in leave_out][: fusion.TAIL_DEPTH]
+        return rrf(lexical, semantic, fusion.WEIGHT)
+
+    return fuse
+
+
 VARIANTS: dict[str, Fuse] = {
+    **{f"fb-{s}-{t}-{b}": feedback(t, b, s) for s in ("fused", "lexical") for t in (1, 2, 3, 5) for b in (0.2, 0.3, 0.5, 0.7, 1.0)},
     **{f"ties-{t}": ties(t) for t in (0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 0.995)},
     **{f"ties-{t}-w{w}": ties(t, w) for t in (0.9, 0.95, 0.98) for w in (0.35, 0.75, 1.0)},
     "shipped": shipped,
