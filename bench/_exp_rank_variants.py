@@ -166,7 +166,12 @@ def feedback(top: int, beta: float, seeds: str = "fused") -> Fuse:
 
 
 VARIANTS: dict[str, Fuse] = {
-    **{f"fb-{s}-{t}-{b}": feedback(t, b, s) for s in ("fused", "lexical") for t in (1, 2, 3, 5) for b in (0.2, 0.3, 0.5, 0.7, 1.0)},
+    **{
+        f"fb-{s}-{t}-{b}": feedback(t, b, s)
+        for s in ("fused", "lexical")
+        for t in (1, 2, 3, 5)
+        for b in (0.2, 0.3, 0.5, 0.7, 1.0)
+    },
     **{f"ties-{t}": ties(t) for t in (0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 0.995)},
     **{f"ties-{t}-w{w}": ties(t, w) for t in (0.9, 0.95, 0.98) for w in (0.35, 0.75, 1.0)},
     "shipped": shipped,
