@@ -300,9 +300,7 @@ def test_a_script_whose_worker_dies_after_a_tool_call_fails_and_is_not_run_again
     instance.read()
     instance.upstream.faults.delay_s = 1.0
     instance.send(_execute('q = await GLOBAL_QUOTE(symbol="MSFT")\nq["Global Quote"]["01. symbol"]'))
-    deadline = time.monotonic() + 20
-    while not instance.upstream.requests and time.monotonic() < deadline:  # the script waits on its call
-        time.sleep(0.02)
+    instance.upstream.wait_for_requests(within_s=20)  # the script waits on its call
     workers = [int(pid) for pid in _children(instance.process.pid)]
     assert workers
     for pid in workers:

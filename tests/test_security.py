@@ -19,7 +19,6 @@ import socket
 import sys
 import tempfile
 import threading
-import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -378,10 +377,7 @@ def check_scenario_answer(scenario: Scenario, status: int, body: str, up: Sample
     goes_out = scenario.reaches_upstream and not (scenario.closed_upstream or scenario.broken_transport)
     # A caller that timed out has answered before the upstream's thread logged the request (on a busy machine it
     # may not have read it yet): wait for it rather than race it.
-    waited_until = time.monotonic() + (10 if goes_out else 0)
-    while not up.requests_snapshot() and time.monotonic() < waited_until:
-        time.sleep(0.01)
-    reached = [r.get("apikey") for r in up.requests_snapshot(unmasked=True)]
+    reached = [r.get("apikey") for r in up.wait_for_requests(within_s=10 if goes_out else 0, unmasked=True)]
     assert bool(reached) is goes_out
     assert all(key == scenario.key for key in reached)
 

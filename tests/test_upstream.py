@@ -9,7 +9,6 @@ import json
 import logging
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -104,15 +103,6 @@ def transport(shared_upstream: SampleUpstream) -> Iterator[HttpxTransport]:
     assert transport.send(warm_up).status == 200
     yield transport
     transport.close()
-
-
-def logged(upstream: SampleUpstream, within_s: float = 10.0) -> list[dict[str, str]]:
-    """The upstream's request log once it holds a request (or after `within_s`): a caller that timed out has
-    answered before the upstream's thread logged the request it had sent, on a busy machine."""
-    waited_until = time.monotonic() + within_s
-    while not upstream.requests_snapshot() and time.monotonic() < waited_until:
-        time.sleep(0.01)
-    return upstream.requests_snapshot()
 
 
 @pytest.fixture
@@ -525,7 +515,7 @@ def test_slow_answer_times_out_without_retry(
         client.call(catalog.get("GLOBAL_QUOTE"), {"symbol": "IBM"}, KEY)
 
     assert "0.3 s" in str(caught.value)
-    assert len(logged(upstream)) == 1
+    assert len(upstream.wait_for_requests()) == 1
     assert sleep.delays == []
 
 
@@ -862,7 +852,7 @@ def test_key_never_leaks_on_error(
     with pytest.raises(expected) as caught:
         client.call(catalog.get(tool_name), arguments, key)
 
-    assert logged(upstream), "the call reached the sample upstream"
+    assert upstream.wait_for_requests(), "the call reached the sample upstream"
     assert_key_never_leaks(key, debug_logs, caught.value)
 
 

@@ -4051,6 +4051,14 @@ class SampleUpstream(ServedUpstream):
         with self._lock:
             return [dict(r) for r in (self._unmasked if unmasked else self.requests)]
 
+    def wait_for_requests(self, *, within_s: float = 10.0, unmasked: bool = False) -> list[dict[str, str]]:
+        """`requests_snapshot` once the log holds a request, or as it is after `within_s` (tests: a caller that
+        gave up, or a script still waiting on its call, answers before this server's thread has logged it)."""
+        waited_until = time.monotonic() + within_s
+        while not self.requests_snapshot() and time.monotonic() < waited_until:
+            time.sleep(0.01)
+        return self.requests_snapshot(unmasked=unmasked)
+
     def update_faults(self, update: object) -> Faults:
         """Apply a partial update (field -> value) to `faults`; ValueError names any bad field."""
         if not isinstance(update, dict):
