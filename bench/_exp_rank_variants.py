@@ -401,5 +401,34 @@ DOCUMENTS: dict[str, Callable[[Any], str]] = {
     "map-desc": document_of(False, "map", True),
 }
 
+
+def entity_text(mode: str) -> Fuse:
+    """The shipped fusion, MiniLM reading the query with the engine's entity words (`Analysis.entities`: a
+    capitalised word the catalog does not know, an all-caps code) dropped or replaced."""
+
+    def fuse(self, query, lexical, leave_out, ranking):  # type: ignore[no-untyped-def]
+        text = without_ids(query)
+        entities = set(ranking.analysis.entities) if ranking is not None else set()
+        if entities:
+            words = []
+            for word in text.split():
+                bare = word.strip("?!.,;:'\"()").removesuffix("'s")
+                if bare in entities:
+                    if mode == "drop":
+                        continue
+                    word = mode
+                words.append(word)
+            text = " ".join(words) or text
+        semantic = semantic_order(self, text, fusion.TAIL_DEPTH, leave_out)
+        return rrf(lexical, semantic, fusion.WEIGHT)
+
+    return fuse
+
+
+VARIANTS["ent-drop"] = entity_text("drop")
+VARIANTS["ent-something"] = entity_text("something")
+VARIANTS["ent-name"] = entity_text("name")
+
+
 if __name__ == "__main__":
     main()
