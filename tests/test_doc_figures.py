@@ -186,9 +186,10 @@ def test_the_readme_search_table_is_what_eval_catalogs_measures() -> None:
 
 
 # The engine's figures move with the CPU: the same commit gave cells up to two queries apart on two machines of this
-# workplace (2026-11-28: Last.fm R@1 .455 and .445, Slack .450 and .438), onnxruntime running other kernels (int8
-# and float) on a CPU with AVX-512 VNNI. So an engine figure may be within two queries of the smallest set's 160
-# positives, and a median of tokens within 3%; BM25's figures (pure Python), the rows and their labels are exact.
+# workplace (2026-11-28: Last.fm R@1 .455 and .445, Slack .450 and .438) with the same onnxruntime, most likely its
+# kernels (int8 and float) chosen by CPU, the second having AVX-512 VNNI. So an engine figure may be within two
+# queries of the smallest set's 160 positives, and a median of tokens within 3%; BM25's figures (pure Python), the
+# rows and their labels are exact.
 ENGINE_SLACK = 2 / 160 + 1e-9
 TOKENS_SLACK = 0.03
 
