@@ -5,6 +5,8 @@ only (Last.fm, Spotify `dev`, Stripe `dev`).
     .venv/bin/python bench/_exp_signals.py maxsim --idf
     .venv/bin/python bench/_exp_signals.py category    # the cluster hypothesis: a crowded category's tools gain
     .venv/bin/python bench/_exp_signals.py foreign     # a word foreign to the catalog counts more against a match
+    .venv/bin/python bench/_exp_signals.py neighbours  # unknown words read as their MiniLM neighbours
+    .venv/bin/python bench/_exp_signals.py neighbours --catalogs OUT.json   # that rule in `eval --catalogs`
 
 - `maxsim`: each tool document's token vectors (MiniLM's last layer, float graph, special tokens left out, unit
   rows) and the query's; a tool scores the mean over query tokens of the closest document token (ColBERT's MaxSim,
@@ -17,8 +19,16 @@ only (Last.fm, Spotify `dev`, Stripe `dev`).
   no catalog word near (`SemanticRescue.similar_terms` empty) counts against the match at `f` of a rare word's
   weight instead of the default 0.3; `en`: only words of the English word list (`search/english.py`).
 
-Prints R@1 / R@5 / MRR per set and their mean (`foreign` adds no-match and false no-match). Never run on held-out
-sets.
+- `neighbours`: an unknown query word (`SemanticRescue.similar_terms`, asked only for a word no tool text has and no
+  misspelling of one) reads as its 3 nearest catalog words in MiniLM's space (query graph; each word of the
+  catalog's texts embedded once) at cosine >= `theta`, each at `factor` x its cosine, instead of WordLlama's.
+  `full`: for the whole engine, the no-match decision included; `rank`: the decision stays WordLlama's (the query
+  is ranked once as shipped; an answered one is ranked again with MiniLM's neighbours). `--catalogs OUT.json` runs
+  `progressive-mcp eval --catalogs --json` with the `rank` rule at 0.45 / 0.6 patched in and writes its JSON (for
+  the held-out aggregates, read by the lead only as means and per-catalog rows).
+
+Prints R@1 / R@5 / MRR per set and their mean (`foreign`, `neighbours` add no-match and false no-match). Never run
+on held-out sets but through `--catalogs`.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _exp_rank_variants as variants
 
-from progressive_mcp.search import english, fusion, index, vectors
+from progressive_mcp.search import english, fusion, index, semantic, vectors
 from progressive_mcp.search.embedder import Embedder
 from progressive_mcp.search.evaluation import engine_ranker, run_eval
 from progressive_mcp.search.records import without_ids
@@ -211,19 +221,105 @@ def run_foreign(sets: list[Any]) -> None:
     index.SearchIndex._word = shipped  # type: ignore[method-assign]
 
 
+# --- neighbours ------------------------------------------------------------------------------------------------------
+
+
+_wordllama_terms = semantic.SemanticRescue.similar_terms
+_shipped_rank = index.SearchIndex.rank
+
+
+def minilm_terms(theta: float, factor: float) -> Callable[..., dict[str, float]]:
+    tables: dict[int, tuple[list[str], Any]] = {}
+
+    def similar_terms(self, word):  # type: ignore[no-untyped-def]
+        import numpy as np
+
+        if id(self) not in tables:
+            words = dict(self._words())
+            tables[id(self)] = (list(words.values()), Embedder.shared().embed(list(words), queries=True))
+        terms, matrix = tables[id(self)]
+        cosines = matrix @ Embedder.shared().embed([word], queries=True)[0]
+        found: dict[str, float] = {}
+        for i in np.argsort(-cosines)[:3]:
+            if cosines[i] >= theta:
+                found.setdefault(terms[i], factor * float(cosines[i]))
+        return found
+
+    return similar_terms
+
+
+def rank_with(terms: Callable[..., dict[str, float]]) -> Callable[..., Any]:
+    def rank(self, query, **options):  # type: ignore[no-untyped-def]
+        first = _shipped_rank(self, query, **options)
+        if first.off_topic:
+            return first
+        semantic.SemanticRescue.similar_terms = terms  # type: ignore[method-assign]
+        try:
+            second = _shipped_rank(self, query, **options)
+        finally:
+            semantic.SemanticRescue.similar_terms = _wordllama_terms  # type: ignore[method-assign]
+        return first if second.off_topic else second
+
+    return rank
+
+
+def run_neighbours(sets: list[Any]) -> None:
+    for setting in ("shipped", "full:0.45", "full:0.5", "full:0.55", "rank:0.4", "rank:0.45", "rank:0.5"):
+        semantic.SemanticRescue.similar_terms = _wordllama_terms  # type: ignore[method-assign]
+        index.SearchIndex.rank = _shipped_rank  # type: ignore[method-assign]
+        if setting != "shipped":
+            mode, theta = setting.split(":")
+            terms = minilm_terms(float(theta), 0.6)
+            if mode == "full":
+                semantic.SemanticRescue.similar_terms = terms  # type: ignore[method-assign]
+            else:
+                index.SearchIndex.rank = rank_with(terms)  # type: ignore[method-assign]
+        rows = []
+        for _, catalog, meta, queries in sets:
+            m = run_eval(catalog, queries, engine_ranker(catalog, meta=meta))["metrics"]
+            rows.append(
+                [m["recall@1"], m["recall@5"], m["mrr"], m["no_match_rate"] or 0, m["false_no_match_rate"] or 0]
+            )
+        mean = [sum(r[i] for r in rows) / len(rows) for i in range(5)]
+        cells = "".join(" | " + " ".join(f"{v:.3f}" for v in r) for r in rows)
+        print(f"{setting:<10}{cells} || " + " ".join(f"{v:.3f}" for v in mean), flush=True)
+    semantic.SemanticRescue.similar_terms = _wordllama_terms  # type: ignore[method-assign]
+    index.SearchIndex.rank = _shipped_rank  # type: ignore[method-assign]
+
+
+def eval_catalogs_with_neighbours(out: Path) -> None:
+    import contextlib
+    import io
+
+    from progressive_mcp import cli
+
+    index.SearchIndex.rank = rank_with(minilm_terms(0.45, 0.6))  # type: ignore[method-assign]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        cli.main(["eval", "--catalogs", "--json"])
+    out.write_text(printed.getvalue(), encoding="utf-8")
+    print(f"wrote {out}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("experiment", choices=("maxsim", "category", "foreign"))
+    parser.add_argument("experiment", choices=("maxsim", "category", "foreign", "neighbours"))
     parser.add_argument("--idf", action="store_true", help="maxsim: query tokens weighted by idf")
+    parser.add_argument("--catalogs", type=Path, help="neighbours: eval --catalogs --json with the rank rule, to FILE")
     args = parser.parse_args()
+    if args.catalogs:
+        eval_catalogs_with_neighbours(args.catalogs)
+        return
     sets = variants.load_sets(SETS)
     print("columns: " + ", ".join(SETS) + ", mean")
     if args.experiment == "maxsim":
         run_fusions(maxsim_variants(args.idf), sets)
     elif args.experiment == "category":
         run_fusions(category_variants(), sets)
-    else:
+    elif args.experiment == "foreign":
         run_foreign(sets)
+    else:
+        run_neighbours(sets)
 
 
 if __name__ == "__main__":
