@@ -286,20 +286,11 @@ class Surface:
             self.catalog,
             mode=mode,
             categories=categories,
-            upstream=self.upstream,
-            max_result_tokens=self.max_result_tokens,
             meta=self.meta,
-            cache=self.cache,
-            results=self.results,
-            clock=self._clock,
             direct_definitions=self._direct_definitions,
-            shaped=self._shaped,
-            sandbox=self.sandbox,
-            script_limits=self.script_limits,
-            gateway=self.gateway,
-            auto_direct_tokens=self.auto_direct_tokens,
             auto_fallback=auto_fallback or self.auto_fallback,
             policy=self.policy,
+            **self._shared(),
         )
 
     def narrowed(self, catalog: Catalog, categories: frozenset[str] | None, *, policy: Policy | None = None) -> Surface:
@@ -309,20 +300,27 @@ class Surface:
             catalog,
             mode=self.requested_mode,
             categories=categories,
-            upstream=self.upstream,
-            max_result_tokens=self.max_result_tokens,
-            cache=self.cache,
-            results=self.results,
-            clock=self._clock,
-            shaped=self._shaped,
-            sandbox=self.sandbox,
-            script_limits=self.script_limits,
             semantic=self.semantic,
-            gateway=self.gateway,
-            auto_direct_tokens=self.auto_direct_tokens,
             auto_fallback=self.auto_fallback,
             policy=policy,
+            **self._shared(),
         )
+
+    def _shared(self) -> dict[str, Any]:
+        """What `variant` and `narrowed` keep of this surface whatever else they change: the upstream, caches,
+        clock, sandbox and limits, and the gateway."""
+        return {
+            "upstream": self.upstream,
+            "max_result_tokens": self.max_result_tokens,
+            "cache": self.cache,
+            "results": self.results,
+            "clock": self._clock,
+            "shaped": self._shaped,
+            "sandbox": self.sandbox,
+            "script_limits": self.script_limits,
+            "gateway": self.gateway,
+            "auto_direct_tokens": self.auto_direct_tokens,
+        }
 
     def under(self, policy: Policy) -> Surface:
         """This surface as `policy` sees it (a one-user process's, stdio): over the catalog narrowed to the tools the
