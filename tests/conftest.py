@@ -74,6 +74,15 @@ def upstream() -> Iterator[SampleUpstream]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def shared_upstream() -> Iterator[SampleUpstream]:
+    """The same, for a module whose own `upstream` fixture resets it before each test (its request log, faults)."""
+    from progressive_mcp.offline.sample_upstream import SampleUpstream
+
+    with SampleUpstream() as server:
+        yield server
+
+
 @contextmanager
 def _shared() -> Iterator[None]:
     before = len(_started)

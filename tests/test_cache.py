@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -128,12 +127,6 @@ def test_cache_key_ignores_argument_order_and_depends_on_tool_arguments_and_enti
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
     return load_catalog()
-
-
-@pytest.fixture(scope="module")
-def shared_upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream() as server:
-        yield server
 
 
 @pytest.fixture

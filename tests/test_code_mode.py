@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -42,12 +41,6 @@ print(len(days), "days")
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
     return load_catalog()
-
-
-@pytest.fixture(scope="module")
-def shared_upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream() as server:
-        yield server
 
 
 @pytest.fixture

@@ -47,12 +47,6 @@ def catalog() -> Catalog:
     return load_catalog()
 
 
-@pytest.fixture(scope="module")
-def shared_upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream() as server:
-        yield server
-
-
 @pytest.fixture
 def upstream(shared_upstream: SampleUpstream) -> Iterator[SampleUpstream]:
     shared_upstream.reset()

@@ -14,7 +14,7 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -49,12 +49,6 @@ QUOTE_CALL = {"tool_name": "GLOBAL_QUOTE", "arguments": {"symbol": "IBM"}}
 
 
 # --- fixtures and helpers ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def shared_upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream() as server:
-        yield server
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -37,12 +36,6 @@ from progressive_mcp.offline.sample_upstream import (
 KEY = "test-key-123"
 DOCS = "https://www.alphavantage.co/documentation/"
 INVALID_CALL = f"Invalid API call. Please retry or visit the documentation ({DOCS}) for {{}}."
-
-
-@pytest.fixture(scope="module")
-def shared_upstream() -> Iterator[SampleUpstream]:
-    with SampleUpstream(port=0) as server:
-        yield server
 
 
 @pytest.fixture
