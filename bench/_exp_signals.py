@@ -296,7 +296,7 @@ def eval_catalogs_with_neighbours(out: Path) -> None:
     index.SearchIndex.rank = rank_with(minilm_terms(0.45, 0.6))  # type: ignore[method-assign]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        cli.main(["eval", "--catalogs", "--json"])
+        cli.main(["eval", "--catalogs", "--json", "--outcomes"])
     out.write_text(printed.getvalue(), encoding="utf-8")
     print(f"wrote {out}")
 

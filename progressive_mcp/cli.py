@@ -184,6 +184,8 @@ def _eval(args: argparse.Namespace) -> int:
         args.parser.error("--spec does not go with --catalogs: the manifest names each catalog's spec")
     if args.markdown and (args.catalogs is None or args.json):
         args.parser.error("--markdown goes with --catalogs, without --json")
+    if args.outcomes and (args.catalogs is None or not args.json):
+        args.parser.error("--outcomes goes with --catalogs --json")
     if args.catalogs is not None and args.vocabulary:
         args.parser.error("--vocabulary does not go with --catalogs: each catalog is measured as its spec is")
     try:
@@ -194,6 +196,7 @@ def _eval(args: argparse.Namespace) -> int:
                 as_json=args.json,
                 show_misses=args.show_misses,
                 markdown=args.markdown,
+                outcomes=args.outcomes,
             )
         else:
             text = evaluation_report(
@@ -486,6 +489,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="list up to N positives without a grade-2 tool in the engine's top 5, and N negatives that got results "
         "(with --catalogs: per catalog, tuning splits only)",
+    )
+    eval_.add_argument(
+        "--outcomes",
+        action="store_true",
+        help="with --catalogs --json: each query's outcome by id, no text (for bench/paired_eval.py)",
     )
     eval_.set_defaults(func=_eval, parser=eval_)
 

@@ -262,10 +262,39 @@ def test_cli_markdown_is_the_readme_table(
         main(["eval", "--catalogs", str(small), "--markdown", "--json"])
 
 
+def test_cli_outcomes_pair_two_runs_by_id_without_query_text(
+    small: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    monkeypatch.delenv(DOCS_ENV, raising=False)
+    assert main(["eval", "--catalogs", str(small), "--json", "--outcomes", "--split", "dev"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    music = next(c for c in figures["catalogs"] if c["name"] == "music")
+    outcomes = music["outcomes"]
+    assert len(outcomes) == music["runs"]["engine"]["counts"]["queries"]
+    assert set(outcomes[0]) == {"id", "split", "positive", "rank", "no_match", "shown"}  # no query, no results
+    positives = [o for o in outcomes if o["positive"]]
+    r1 = sum(o["rank"] == 1 for o in positives) / len(positives)
+    assert r1 == pytest.approx(music["runs"]["engine"]["metrics"]["recall@1"])
+    spec = importlib.util.spec_from_file_location("bench_paired_eval", ROOT / "bench" / "paired_eval.py")
+    assert spec is not None and spec.loader is not None
+    paired = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(paired)
+    worse = json.loads(json.dumps(figures))
+    first = next(o for o in next(c for c in worse["catalogs"] if c["name"] == "music")["outcomes"] if o["rank"] == 1)
+    first["rank"] = None  # the second run loses one query's first place and its top 5
+    text = paired.report(figures, worse)
+    assert "music [dev] (tuning)" in text and "pooled tuning" in text
+    row = next(line for line in text.splitlines() if line.startswith("music [dev]"))
+    assert row.split()[3:5] == ["+0/-1", "(1.00)"]  # R@1
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["eval"], "give a QUERIES file or --catalogs"),
+        (["eval", "--catalogs", "--outcomes"], "--outcomes goes with --catalogs --json"),
         (["eval", "eval/queries.jsonl", "--catalogs"], "not both"),
         (["eval", "--catalogs", "--spec", "x.yaml"], "--spec does not go with --catalogs"),
     ],

@@ -224,8 +224,11 @@ def _tidy(path: Path) -> Path:
 # --- the run -----------------------------------------------------------------------------------------------
 
 
-def run_catalogs(manifest_path: str | Path, *, split: str = "all", show_misses: int = 0) -> dict[str, Any]:
-    """Every catalog of the manifest through the engine and BM25: the figures `eval --catalogs --json` prints."""
+def run_catalogs(
+    manifest_path: str | Path, *, split: str = "all", show_misses: int = 0, outcomes: bool = False
+) -> dict[str, Any]:
+    """Every catalog of the manifest through the engine and BM25: the figures `eval --catalogs --json` prints;
+    `outcomes`: each catalog also lists the engine's outcome of every query by id (`query_outcomes`)."""
     select_split([], split)  # rejects an unknown split before any catalog is loaded
     catalogs = load_manifest(manifest_path)
     entries: list[dict[str, Any]] = []
@@ -256,6 +259,8 @@ def run_catalogs(manifest_path: str | Path, *, split: str = "all", show_misses: 
         runs[BASELINE] = run_eval(catalog, queries, BASELINES[BASELINE](catalog))
         k = runs["engine"]["k"]
         described.update(status="ok", tools=len(catalog), runs={name: summary(run) for name, run in runs.items()})
+        if outcomes:
+            described["outcomes"] = query_outcomes(runs["engine"])
         rows.extend(_rows(entry, runs, split))
         tuned = [s for s, role in entry.roles(split).items() if role == "tuning"]
         if show_misses > 0 and tuned:
@@ -283,6 +288,23 @@ def run_catalogs(manifest_path: str | Path, *, split: str = "all", show_misses: 
     if show_misses > 0:
         figures["misses"] = found
     return figures
+
+
+def query_outcomes(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What the engine did with each query, by id and without its text (two runs are compared query by query, and
+    held-out queries are never printed): its split, whether it is answerable, the rank of its first grade-2 tool in
+    the top k (None: not there), whether it got no result, and whether one TOOL_SEARCH answer showed a grade-2 tool."""
+    return [
+        {
+            "id": r["id"],
+            "split": r["split"],
+            "positive": bool(r["relevant"]),
+            "rank": r["first_hit_rank"],
+            "no_match": not r["results"],
+            "shown": bool(r["answer"]["shown"]) if "answer" in r else None,
+        }
+        for r in run["per_query"]
+    ]
 
 
 def _role_values(role: str | Mapping[str, str]) -> list[str]:
@@ -372,9 +394,10 @@ def catalogs_report(
     as_json: bool = False,
     show_misses: int = 0,
     markdown: bool = False,
+    outcomes: bool = False,
 ) -> str:
     """What `progressive-mcp eval --catalogs` prints: a table (or JSON) of every catalog, engine beside BM25."""
-    figures = run_catalogs(manifest_path, split=split, show_misses=show_misses)
+    figures = run_catalogs(manifest_path, split=split, show_misses=show_misses, outcomes=outcomes)
     if markdown:
         return markdown_catalogs(figures)
     return json.dumps(figures, indent=2) if as_json else format_catalogs(figures)
