@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/_exp_rank_variants.py --variants shipped,guard --sets lastfm,spotify-dev,stripe-dev
     .venv/bin/python bench/_exp_rank_variants.py --diagnose      # where the right tool sits: lexical, MiniLM, fused
+    .venv/bin/python bench/_exp_rank_variants.py --variants shipped --catalogs OUT.json   # for bench/paired_eval.py
 
 Each variant replaces `fusion.SemanticFusion.fuse` (it sees the query, the lexical ranking after the priors, the
 tools left out and the lexical `Ranking` the engine built); the rest of TOOL_SEARCH is the real surface. Prints
@@ -258,9 +259,25 @@ def main() -> None:
     parser.add_argument("--sets", default="lastfm,spotify-dev,stripe-dev")
     parser.add_argument("--document", default="", help="a vectors.document variant (see DOCUMENTS)")
     parser.add_argument("--diagnose", action="store_true")
+    parser.add_argument(
+        "--catalogs", type=Path, help="a variant in `eval --catalogs --json --outcomes`, to FILE (paired_eval)"
+    )
     args = parser.parse_args()
     if args.document:
         vectors.document = DOCUMENTS[args.document]  # type: ignore[assignment]
+    if args.catalogs:
+        import contextlib
+        import io
+
+        from progressive_mcp import cli
+
+        install(VARIANTS[args.variants])
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            cli.main(["eval", "--catalogs", "--json", "--outcomes"])
+        args.catalogs.write_text(printed.getvalue(), encoding="utf-8")
+        print(f"wrote {args.catalogs}")
+        return
     sets = load_sets(args.sets.split(","))
     if args.diagnose:
         diagnose(sets)

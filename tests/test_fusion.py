@@ -142,6 +142,24 @@ def test_fusion_merges_the_two_rankings_by_reciprocal_rank(lastfm: Catalog) -> N
     assert len(model.texts) == len(tools) + 3
 
 
+def test_minilm_weighs_more_where_the_words_answer_less(lastfm: Catalog) -> None:
+    assert fusion.weight_for(0.0) == fusion.MAX_WEIGHT and fusion.weight_for(1.0) == fusion.MIN_WEIGHT
+    assert fusion.weight_for(-1.0) == fusion.MAX_WEIGHT and fusion.weight_for(3.0) == fusion.MIN_WEIGHT
+    assert fusion.weight_for(0.5) == pytest.approx((fusion.MAX_WEIGHT + fusion.MIN_WEIGHT) / 2)
+    _, signal = letter_fusion(lastfm.tools)
+    semantic = signal.ranking("zzz", fusion.DEPTH)
+    assert semantic is not None
+    lexical = [(doc, 1.0) for doc in range(len(lastfm.tools)) if doc != semantic[0]][: fusion.DEPTH]
+    # MiniLM's first tool, which the lexical ranking lacks, against the lexical first (which MiniLM ranks low or
+    # not at all): the words lead where they answer the query, MiniLM where they do not.
+    sure = signal.fuse("zzz", lexical, lexical_share=1.0)
+    unsure = signal.fuse("zzz", lexical, lexical_share=0.0)
+    assert sure is not None and unsure is not None
+    assert sure[0][0] == lexical[0][0] != semantic[0]
+    assert [doc for doc, _ in unsure].index(semantic[0]) < [doc for doc, _ in sure].index(semantic[0])
+    assert max(share for _, share in sure) <= 1.0 and max(share for _, share in unsure) <= 1.0
+
+
 def test_minilm_reads_the_query_without_its_ids(lastfm: Catalog) -> None:
     model, signal = letter_fusion(lastfm.tools)
     signal.fuse("refund $25 of ch_3Kx9ZbL2eZvKYlo21 for order 55123 'spring'", [(0, 1.0)])

@@ -3,7 +3,11 @@
 Where the lexical engine answers a query (or the semantic second opinion rescues one, `semantic.SemanticRescue`),
 its best `DEPTH` tools and the `DEPTH` tools whose documents are closest to the query in MiniLM's space
 (`vectors.ToolVectors`) are merged: each tool scores sum(weight / (K + rank)) over the two rankings, the lexical
-one weighing 1 and the semantic one `WEIGHT`. Whether a query gets an answer at all stays the engine's decision.
+one weighing 1 and the semantic one from MAX_WEIGHT (the lexical best tool answers none of the query) down to
+MIN_WEIGHT (it answers all; `weight_for`). Whether a query gets an answer at all stays the engine's decision.
+
+The weight's slope (2026-11-28; docs/search.md): against a fixed 0.5, tuning R@1 .522 -> .537 (6 queries won, none
+lost), held out .450 -> .460 (+19 / -8), R@5 level (`bench/paired_eval.py`).
 
 Chosen on the tuning sets only (Last.fm, Spotify's dev split; bench/_exp_fusion.py): against the engine as
 landed (lexical + WordLlama), weight 0.5 and K 10 lift the mean R@5 from .68 to .73 and keep R@1 (.43 -> .44);
@@ -30,7 +34,10 @@ if TYPE_CHECKING:
 
     from progressive_mcp.catalog import CatalogTool
 
-WEIGHT = 0.5  # the semantic ranking's weight against the lexical one's 1
+WEIGHT = 0.5  # the semantic ranking's weight against the lexical one's 1, when the lexical confidence is not given
+# ... which it is in the engine: MiniLM weighs MAX_WEIGHT where the lexical best tool answers none of the query
+# (`Ranking.relative` 0) down to MIN_WEIGHT where it answers all of it (`weight_for`).
+MIN_WEIGHT, MAX_WEIGHT = 0.25, 1.0
 K = 10  # reciprocal-rank constant: small, so the first places of each ranking count most
 DEPTH = 20  # how many tools of each ranking are merged
 # TOOL_SEARCH's tail lists up to 40 tools after its detailed hits (metatools.MAX_MORE), more than a merge of DEPTH
@@ -40,7 +47,7 @@ DEPTH = 20  # how many tools of each ranking are merged
 # included, is what it was.
 TAIL_DEPTH = 40
 TAIL_SHARE = 0.5
-BEST = (1.0 + WEIGHT) / (K + 1)  # a tool first in both rankings: fused scores are shown as a share of this
+BEST = (1.0 + WEIGHT) / (K + 1)  # a tool first in both rankings at WEIGHT: fused scores are a share of the best
 
 log = logging.getLogger(__name__)
 
@@ -137,19 +144,28 @@ class SemanticFusion:
                 log.warning("the semantic ranking is off: its model could not be used (%s)", type(exc).__name__)
 
     def fuse(
-        self, query: str, lexical: Sequence[tuple[int, float]], leave_out: Collection[int] = ()
+        self,
+        query: str,
+        lexical: Sequence[tuple[int, float]],
+        leave_out: Collection[int] = (),
+        *,
+        lexical_share: float | None = None,
     ) -> list[tuple[int, float]] | None:
-        """The lexical ranking (tool index, score) merged with the semantic one, as (tool index, share of `BEST`)
-        best first; None when the semantic ranking is unavailable."""
+        """The lexical ranking (tool index, score) merged with the semantic one, as (tool index, share of the best
+        possible score: first in both) best first; None when the semantic ranking is unavailable. `lexical_share`:
+        how much of the query the lexical best tool answers (`Ranking.relative`), which sets MiniLM's weight
+        (`weight_for`; None: WEIGHT)."""
         # MiniLM reads the need, not the ids: their word pieces pull the vector toward tools with such pieces.
         semantic = self.ranking(without_ids(query), TAIL_DEPTH, leave_out)
         if semantic is None:
             return None
+        weight = WEIGHT if lexical_share is None else weight_for(lexical_share)
+        best = (1.0 + weight) / (K + 1)
         words = [doc for doc, _ in lexical]
-        scores = _merge(words[:DEPTH], semantic[:DEPTH])
+        scores = _merge(words[:DEPTH], semantic[:DEPTH], weight)
         # sorted() is stable: a tie goes to the tool the lexical ranking placed first.
-        fused = [(doc, scores[doc] / BEST) for doc in sorted(scores, key=lambda doc: -scores[doc])]
-        deeper = _merge(words[:TAIL_DEPTH], semantic)
+        fused = [(doc, scores[doc] / best) for doc in sorted(scores, key=lambda doc: -scores[doc])]
+        deeper = _merge(words[:TAIL_DEPTH], semantic, weight)
         below = sorted((doc for doc in deeper if doc not in scores), key=lambda doc: -deeper[doc])
         if fused and below:
             scale = TAIL_SHARE * fused[-1][1] / deeper[below[0]]
@@ -157,10 +173,18 @@ class SemanticFusion:
         return fused
 
 
-def _merge(lexical: Sequence[int], semantic: Sequence[int]) -> dict[int, float]:
+def weight_for(lexical_share: float) -> float:
+    """MiniLM's weight beside the lexical ranking's 1: MAX_WEIGHT where the lexical best tool answers none of the
+    query, falling linearly to MIN_WEIGHT where it answers all of it. Where the words meet the query well, their
+    ranking leads; where they barely do (another vocabulary, a paraphrase), MiniLM's counts as much."""
+    share = min(max(lexical_share, 0.0), 1.0)
+    return MAX_WEIGHT - (MAX_WEIGHT - MIN_WEIGHT) * share
+
+
+def _merge(lexical: Sequence[int], semantic: Sequence[int], semantic_weight: float = WEIGHT) -> dict[int, float]:
     """Each tool's reciprocal-rank score over the two rankings (best first each), in first-seen order."""
     scores: dict[int, float] = {}
-    for ranking, weight in ((lexical, 1.0), (semantic, WEIGHT)):
+    for ranking, weight in ((lexical, 1.0), (semantic, semantic_weight)):
         for rank, doc in enumerate(ranking, 1):
             scores[doc] = scores.get(doc, 0.0) + weight / (K + rank)
     return scores

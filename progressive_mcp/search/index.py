@@ -795,7 +795,7 @@ class SearchIndex:
         leave_out: frozenset[int] | set[int] = excluded
         if categories:
             leave_out = set(excluded) | {i for i, tool in enumerate(self._tools) if tool.category not in categories}
-        fused = self._fusion.fuse(query, ranking.scores, leave_out)
+        fused = self._fusion.fuse(query, ranking.scores, leave_out, lexical_share=ranking.relative)
         if not fused:
             return ranking
         fused = self._by_need(self._by_intent(fused, ranking.analysis.intent), ranking.analysis)
