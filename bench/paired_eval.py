@@ -5,6 +5,7 @@ change won and lost, and whether that is more than chance.
     # ... change the engine ...
     .venv/bin/progressive-mcp eval --catalogs --json --outcomes > after.json
     .venv/bin/python bench/paired_eval.py before.json after.json
+    .venv/bin/python bench/paired_eval.py before.json after.json --roles tuning   # decide before reading held-out
 
 A mean that moves by .005 is one query in two hundred: the two runs agree on nearly every query, so what decides is
 how many flipped each way. For each catalog row (a split of its own when its splits have different roles) and for
@@ -87,9 +88,17 @@ def groups(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, lis
     return found
 
 
-def report(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+def report(before: Mapping[str, Any], after: Mapping[str, Any], roles: frozenset[str] | None = None) -> str:
+    """The table; `roles`: only the rows of these roles (`tuning`: decide on the tuning sets before reading the
+    held-out rows)."""
     figures = ("R@1", "R@5", "shown", "no-match", "false no-match")
     rows = groups(before, after)
+    if roles is not None:
+        rows = {
+            label: pairs
+            for label, pairs in rows.items()
+            if label.rstrip(")").rsplit("(", 1)[-1] in roles or label.removeprefix("pooled ") in roles
+        }
     if not rows:
         raise SystemExit("no catalog has outcomes in both files: run `eval --catalogs --json --outcomes`")
     width = max(len(label) for label in rows)
@@ -110,9 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
+    parser.add_argument("--roles", help="only rows of these roles, comma-separated (tuning, held-out, reference)")
     args = parser.parse_args(argv)
     before, after = (json.loads(path.read_text(encoding="utf-8")) for path in (args.before, args.after))
-    print(report(before, after))
+    print(report(before, after, frozenset(args.roles.split(",")) if args.roles else None))
     return 0
 
 

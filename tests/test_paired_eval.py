@@ -82,6 +82,8 @@ def test_rows_follow_the_roles_by_split_and_pool_them(paired: ModuleType) -> Non
     assert paired.flips(rows["pooled tuning"])["R@1"] == (1, 0)
     text = paired.report(before, after)
     assert text.splitlines()[-2].startswith("pooled tuning") and "+1/-0 (1.00)" in text.splitlines()[-2]
+    tuning_only = [line.split("  ")[0] for line in paired.report(before, after, frozenset({"tuning"})).splitlines()]
+    assert tuning_only[1:-1] == ["music [dev] (tuning)", "pooled tuning"]
 
 
 def test_files_without_outcomes_are_refused(paired: ModuleType) -> None:
