@@ -156,8 +156,8 @@ def record(sets: Sequence[tuple[str, Any, Any, Any]]) -> dict[str, tuple[list[Qu
     """Per set: its fused queries (features, priors, labels) and the engine's own run of the set."""
     seen: dict[str, Any] = {}
 
-    def fuse(self, query, lexical, leave_out=()):  # type: ignore[no-untyped-def]
-        shipped = _shipped_fuse(self, query, lexical, leave_out)
+    def fuse(self, query, lexical, leave_out=(), **options):  # type: ignore[no-untyped-def]
+        shipped = _shipped_fuse(self, query, lexical, leave_out, **options)
         if shipped is not None:
             text = without_ids(query)
             cos = _cosines(self, text)

@@ -4,7 +4,9 @@
     .venv/bin/python bench/_exp_rank_variants.py --diagnose      # where the right tool sits: lexical, MiniLM, fused
     .venv/bin/python bench/_exp_rank_variants.py --variants shipped --catalogs OUT.json   # for bench/paired_eval.py
 
-Each variant replaces `fusion.SemanticFusion.fuse` (it sees the query, the lexical ranking after the priors, the
+Variants other than `shipped` that merge with `rrf` use a fixed MiniLM weight (`fusion.WEIGHT`, the engine's before
+2026-11-28, when the weight began to follow the lexical confidence: `fusion.weight_for`). Each variant replaces
+`fusion.SemanticFusion.fuse` (it sees the query, the lexical ranking after the priors, the
 tools left out and the lexical `Ranking` the engine built); the rest of TOOL_SEARCH is the real surface. Prints
 bench/_exp_rank.py's metrics per set and the tuning mean. Never run on held-out sets: their figures come from
 `progressive-mcp eval --catalogs`, aggregate only.
@@ -31,7 +33,16 @@ Fuse = Callable[[fusion.SemanticFusion, str, Lexical, Collection[int], Any], lis
 
 _context: dict[str, Any] = {}
 _query_vectors: dict[tuple[int, str], Any] = {}
-_shipped_fuse = fusion.SemanticFusion.fuse
+_engine_fuse = fusion.SemanticFusion.fuse
+
+
+def _shipped_fuse(self: fusion.SemanticFusion, query: str, lexical: Lexical, leave_out: Collection[int] = ()) -> Any:
+    """The engine's fusion as it runs, MiniLM's weight from the lexical ranking being fused (`fusion.weight_for`)."""
+    ranking = _context.get("ranking")
+    share = None if ranking is None else ranking.relative
+    return _engine_fuse(self, query, lexical, leave_out, lexical_share=share)
+
+
 _shipped_fused = index.SearchIndex._fused
 
 
@@ -201,7 +212,7 @@ VARIANTS: dict[str, Fuse] = {
 
 
 def install(variant: Fuse) -> None:
-    def fuse(self, query, lexical, leave_out=()):  # type: ignore[no-untyped-def]
+    def fuse(self, query, lexical, leave_out=(), **options):  # type: ignore[no-untyped-def]
         return variant(self, query, lexical, leave_out, _context.get("ranking"))
 
     def fused(self, query, ranking, excluded, categories):  # type: ignore[no-untyped-def]
