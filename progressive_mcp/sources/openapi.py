@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
 from collections import Counter, deque
 from collections.abc import Mapping
@@ -172,6 +173,7 @@ class _Documents:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.files: dict[str, Any] = {}
+        self._folders: dict[str, Path] = {}  # a folder as written in URIs -> its real path (symlinks followed)
 
     def read(self, uri: str) -> Any:
         if uri in self.files:
@@ -179,7 +181,7 @@ class _Documents:
         parts = urlsplit(uri)
         if parts.scheme != "file":
             raise _Problem(f"{uri} is not a local file (documents are read offline; remote $refs are not fetched)")
-        path = Path(unquote(parts.path)).resolve()
+        path = self._real(unquote(parts.path))
         if not path.is_relative_to(self.root):
             raise _Problem(f"{path} is outside the document's folder {self.root}")
         if not path.is_file():
@@ -187,10 +189,22 @@ class _Documents:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise _Problem(f"{path.name} is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB")
         text = path.read_text(encoding="utf-8")
-        note_read(path, text)  # a catalog loaded from it is reused only while this text is unchanged
+        note_read(path, text, resolved=True)  # a catalog loaded from it is reused only while this text is unchanged
         data = parse_text(text, path.name)
         self.files[uri] = data
         return data
+
+    def _real(self, written: str) -> Path:
+        """`Path(written).resolve()`, with each folder resolved once: a big document's files share a few folders,
+        and resolving walks (lstat) every component of the path."""
+        folder, name = os.path.split(written)
+        if name in ("", ".", ".."):
+            return Path(written).resolve()
+        real_folder = self._folders.get(folder)
+        if real_folder is None:
+            real_folder = self._folders[folder] = Path(folder or ".").resolve()
+        path = real_folder / name
+        return path.resolve() if path.is_symlink() else path
 
 
 def parse_text(text: str, source: str) -> Any:
