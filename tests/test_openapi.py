@@ -525,6 +525,32 @@ def test_refs_outside_the_folder_or_remote_are_not_read(tmp_path: Path) -> None:
     assert "not a local file" in reasons["GET /c (c)"]
 
 
+def test_a_symlink_inside_the_folder_is_followed_before_the_folder_check(tmp_path: Path) -> None:
+    """A link to a file outside (or to a folder outside) is refused like the path it points at; one that stays
+    inside is read."""
+    (tmp_path / "secret.yaml").write_text("password: {name: hunter2, in: query}\n")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "p.yaml").write_text("password: {name: hunter2, in: query}\n")
+    folder = tmp_path / "api"
+    (folder / "shared").mkdir(parents=True)
+    (folder / "shared" / "p.yaml").write_text("q: {name: q, in: query}\n")
+    (folder / "link.yaml").symlink_to(tmp_path / "secret.yaml")
+    (folder / "linked_folder").symlink_to(tmp_path / "elsewhere")
+    (folder / "inside.yaml").symlink_to(folder / "shared" / "p.yaml")
+    refs = {"a": "inside.yaml#/q", "b": "link.yaml#/password", "c": "linked_folder/p.yaml#/password"}
+    document = {
+        "openapi": "3.0.0",
+        "info": {"title": "T", "version": "1"},
+        "paths": {f"/{k}": {"get": {"operationId": k, "parameters": [{"$ref": ref}], "responses": {}}}
+                  for k, ref in refs.items()},
+    }  # fmt: skip
+    catalog, report = load_catalog_with_report(write(folder, document))
+    assert [t.name for t in catalog.tools] == ["a"]
+    reasons = {s.operation: s.reason for s in report.skipped}
+    assert "outside the document's folder" in reasons["GET /b (b)"]
+    assert "outside the document's folder" in reasons["GET /c (c)"]
+
+
 def test_a_ref_cycle_is_refused_not_followed_forever(tmp_path: Path) -> None:
     document = one_operation(parameters=[{"$ref": "#/components/parameters/A"}])
     document["components"] = {
