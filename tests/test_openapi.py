@@ -738,3 +738,22 @@ def test_spec_check_and_compile_from_the_command_line(tmp_path: Path) -> None:
     broken.write_text("openapi: 3.0.0\ninfo: {title: T, version: '1'}\npaths: {}\n")
     failed = cli("spec", "check", str(broken))
     assert failed.returncode == 1 and "#/paths: the document has no operations" in failed.stderr
+
+
+def test_the_garbage_collector_runs_again_after_a_load_as_it_did_before(tmp_path: Path) -> None:
+    """The load pauses the cyclic collector (it only finds live objects there); it is running after the load,
+    failed or not, and one the caller had paused stays paused."""
+    import gc
+
+    assert gc.isenabled()
+    load_openapi(write(tmp_path, one_operation()))
+    assert gc.isenabled()
+    with pytest.raises(SpecError):
+        load_openapi(write(tmp_path, {"openapi": "3.0.0", "info": {}, "paths": {}}, "empty.json"))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_openapi(write(tmp_path, one_operation()))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
