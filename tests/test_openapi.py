@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 import jsonschema_rs
 import pytest
+import yaml
 from real_documents import REAL as REAL_DOCUMENTS
 from real_documents import SHARED
 
@@ -757,3 +758,36 @@ def test_the_garbage_collector_runs_again_after_a_load_as_it_did_before(tmp_path
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: 1\nb: [1, 2.5, null, true, off, 2020-01-01, '', ~]\nc: {d: [{e: f}]}\n",
+        "<<: {a: 1}\nb: 2\n",  # a merge key
+        "=: 3\n",  # a value key
+        "200: {x: !!binary aGk=}\n'201': y\n",
+        "a: !!set {x, y}\nb: !!omap [x: 1]\n",
+        "a: 1\na: 2\n",
+        "- !!str 1\n- !!int '2'\n",
+        "? [1]\n: 2\n",  # an unhashable key
+        "a: &x [1, 2]\nb: *x\n",
+    ],
+)
+def test_yaml_is_read_as_pyyaml_reads_it(text: str) -> None:
+    """The loader builds a file without anchors in one pass of its own: the same data (and errors) as PyYAML's
+    constructor."""
+    from progressive_mcp.sources.openapi import _Yaml12Loader
+
+    class PyYamlBuilt(_Yaml12Loader):
+        def construct_document(self, node: yaml.Node) -> Any:
+            return yaml.constructor.SafeConstructor.construct_document(self, node)
+
+    def read(loader: type) -> Any:
+        try:
+            return yaml.load(text, Loader=loader)
+        except yaml.YAMLError as exc:
+            return str(exc)
+
+    ours, theirs = read(_Yaml12Loader), read(PyYamlBuilt)
+    assert ours == theirs and repr(ours) == repr(theirs)
