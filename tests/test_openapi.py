@@ -791,3 +791,36 @@ def test_yaml_is_read_as_pyyaml_reads_it(text: str) -> None:
 
     ours, theirs = read(_Yaml12Loader), read(PyYamlBuilt)
     assert ours == theirs and repr(ours) == repr(theirs)
+
+
+def test_operations_sharing_an_answer_schema_each_get_it_whole_and_their_own_example(tmp_path: Path) -> None:
+    """An answer schema is converted once per place (and $ref): each operation still gets its own top object
+    (its example), the same schema as alone, and what the conversion cut counts at every use."""
+
+    def answer(example: dict[str, Any] | None) -> dict[str, Any]:
+        media = {"schema": {"$ref": "#/components/schemas/Node"}} | ({"example": example} if example else {})
+        return {"200": {"description": "ok", "content": {"application/json": media}}}
+
+    node = {"type": "object", "properties": {"id": {"type": "string"}, "children": {"type": "array", "items": {
+        "$ref": "#/components/schemas/Node"}}, "kind": {"type": "integer", "enum": ["1", "2"]}}}  # fmt: skip
+    document = {
+        "openapi": "3.0.0",
+        "info": {"title": "T", "version": "1"},
+        "paths": {
+            "/a": {"get": {"operationId": "a", "responses": answer({"id": "a"})}},
+            "/b": {"get": {"operationId": "b", "responses": answer({"id": "b"})}},
+            "/c": {"get": {"operationId": "c", "responses": answer(None)}},
+        },
+        "components": {"schemas": {"Node": node}},
+    }
+    catalog, report = load_catalog_with_report(write(tmp_path, document))
+    a, b = (_thaw(catalog.get(name).output_schema) for name in ("a", "b"))
+    assert a.pop("examples") == [{"id": "a"}] and b.pop("examples") == [{"id": "b"}]
+    assert a == b == _thaw(catalog.get("c").output_schema)
+    assert a["properties"]["children"]["items"]["description"] == "A Node (recursive; not expanded further)."
+    assert a["properties"]["kind"]["enum"] == [1, 2]
+    only_b = {**document, "paths": {"/b": document["paths"]["/b"]}}
+    alone, _ = load_catalog_with_report(write(tmp_path, only_b, "b.json"))
+    assert _thaw(alone.get("b").output_schema) == {**b, "examples": [{"id": "b"}]}
+    assert "3 schema parts cut" in " ".join(report.notes)
+    assert sum("is integer: enum" in note for note in report.notes) == 1  # one note per place, naming the first use

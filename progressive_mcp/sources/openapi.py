@@ -397,14 +397,37 @@ class _SchemaConverter:
         self.cut = 0
         self.operation = ""  # the operation being converted, for notes
         self.coerced: dict[str, str] = {}  # place → note, for enums and defaults read as their declared type
+        # A schema converted with a budget of its own (an answer's), by where it is and what $ref led there: the
+        # conversion is a function of these alone, so operations sharing an answer (DigitalOcean: 546 answers, 395
+        # schemas) convert it once. With the parts it cut, which count again at every use.
+        self._whole: dict[tuple[str, str, str | None, str], tuple[dict[str, Any], int]] = {}
 
     def convert(
         self, node: Any, at: _At, side: Literal["request", "response"], budget: list[int] | None = None
     ) -> dict[str, Any]:
         """`budget`: schema objects left for the tool (shared by all its arguments), counted down. The budget is
         spent breadth first: every member of the top object is described (with its type) before any member's
-        members, so what a cut loses is the deepest parts, not the last fields."""
-        budget = budget if budget is not None else [MAX_SCHEMA_NODES]
+        members, so what a cut loses is the deepest parts, not the last fields. Without a budget, a fresh one:
+        the result is converted once per place (`_whole`). The top object returned is the caller's to change;
+        what it holds is shared and must not be changed."""
+        if budget is not None:
+            return self._convert(node, at, side, budget)
+        try:
+            _, place, target = self.refs.deref(node, at)
+        except _Problem:
+            return self._convert(node, at, side, [MAX_SCHEMA_NODES])  # raises the same problem, where it is
+        key = (place.uri, place.pointer, target, side)
+        known = self._whole.get(key)
+        if known is None:
+            cut = self.cut
+            converted = self._convert(node, at, side, [MAX_SCHEMA_NODES])
+            known = self._whole[key] = (converted, self.cut - cut)
+        else:
+            # Its notes (`coerced`) were taken the first time, at the same places; a later use adds none.
+            self.cut += known[1]
+        return dict(known[0])
+
+    def _convert(self, node: Any, at: _At, side: Literal["request", "response"], budget: list[int]) -> dict[str, Any]:
         self.loosened: set[int] = set()  # id()s of the parts cut here (alive in the tree until it is returned)
         root: dict[str, Any] = {}
         pending: deque[_Pending] = deque([_Pending(node, at, 0, (), root)])
