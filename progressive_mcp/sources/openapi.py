@@ -196,6 +196,10 @@ class _Documents:
         self.files[uri] = data
         return data
 
+    def resource(self, uri: str) -> Resource[Any]:
+        """A file as `referencing` retrieves it."""
+        return Specification.OPAQUE.create_resource(self.read(uri))
+
     def _real(self, written: str) -> Path:
         """`Path(written).resolve()`, with each folder resolved once: a big document's files share a few folders,
         and resolving walks (lstat) every component of the path."""
@@ -330,16 +334,15 @@ class _Resolver:
         self.documents = documents
         self.root_uri = root_uri
         documents.files[root_uri] = root
-        registry: Registry[Any] = Registry(retrieve=self._retrieve).with_resource(  # type: ignore[call-arg]
+        # The registry reads files through `documents`, not through this resolver: a resolver the registry held
+        # would be a cycle, and everything the load read (every parsed file) would wait for the cyclic collector.
+        registry: Registry[Any] = Registry(retrieve=documents.resource).with_resource(  # type: ignore[call-arg]
             root_uri, Specification.OPAQUE.create_resource(root)
         )
         self.start = _At(registry.resolver(root_uri), root_uri, "")
         # (file, $ref) -> where it leads: a big document names the same components hundreds of thousands of times
         # (Stripe: ~500,000 lookups for ~70,000 distinct hops), and a lookup with its URL joins costs ~20 us.
         self._hops: dict[tuple[str, str], tuple[Any, _At, str]] = {}
-
-    def _retrieve(self, uri: str) -> Resource[Any]:
-        return Specification.OPAQUE.create_resource(self.documents.read(uri))
 
     def deref(self, node: Any, at: _At) -> tuple[Any, _At, str | None]:
         """Follow `$ref`s from `node` to what they point at; returns it, its place, and the last ref's absolute
