@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 import jsonschema_rs
 import pytest
+import yaml
 from real_documents import REAL as REAL_DOCUMENTS
 from real_documents import SHARED
 
@@ -525,6 +526,32 @@ def test_refs_outside_the_folder_or_remote_are_not_read(tmp_path: Path) -> None:
     assert "not a local file" in reasons["GET /c (c)"]
 
 
+def test_a_symlink_inside_the_folder_is_followed_before_the_folder_check(tmp_path: Path) -> None:
+    """A link to a file outside (or to a folder outside) is refused like the path it points at; one that stays
+    inside is read."""
+    (tmp_path / "secret.yaml").write_text("password: {name: hunter2, in: query}\n")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "p.yaml").write_text("password: {name: hunter2, in: query}\n")
+    folder = tmp_path / "api"
+    (folder / "shared").mkdir(parents=True)
+    (folder / "shared" / "p.yaml").write_text("q: {name: q, in: query}\n")
+    (folder / "link.yaml").symlink_to(tmp_path / "secret.yaml")
+    (folder / "linked_folder").symlink_to(tmp_path / "elsewhere")
+    (folder / "inside.yaml").symlink_to(folder / "shared" / "p.yaml")
+    refs = {"a": "inside.yaml#/q", "b": "link.yaml#/password", "c": "linked_folder/p.yaml#/password"}
+    document = {
+        "openapi": "3.0.0",
+        "info": {"title": "T", "version": "1"},
+        "paths": {f"/{k}": {"get": {"operationId": k, "parameters": [{"$ref": ref}], "responses": {}}}
+                  for k, ref in refs.items()},
+    }  # fmt: skip
+    catalog, report = load_catalog_with_report(write(folder, document))
+    assert [t.name for t in catalog.tools] == ["a"]
+    reasons = {s.operation: s.reason for s in report.skipped}
+    assert "outside the document's folder" in reasons["GET /b (b)"]
+    assert "outside the document's folder" in reasons["GET /c (c)"]
+
+
 def test_a_ref_cycle_is_refused_not_followed_forever(tmp_path: Path) -> None:
     document = one_operation(parameters=[{"$ref": "#/components/parameters/A"}])
     document["components"] = {
@@ -712,3 +739,88 @@ def test_spec_check_and_compile_from_the_command_line(tmp_path: Path) -> None:
     broken.write_text("openapi: 3.0.0\ninfo: {title: T, version: '1'}\npaths: {}\n")
     failed = cli("spec", "check", str(broken))
     assert failed.returncode == 1 and "#/paths: the document has no operations" in failed.stderr
+
+
+def test_the_garbage_collector_runs_again_after_a_load_as_it_did_before(tmp_path: Path) -> None:
+    """The load pauses the cyclic collector (it only finds live objects there); it is running after the load,
+    failed or not, and one the caller had paused stays paused."""
+    import gc
+
+    assert gc.isenabled()
+    load_openapi(write(tmp_path, one_operation()))
+    assert gc.isenabled()
+    with pytest.raises(SpecError):
+        load_openapi(write(tmp_path, {"openapi": "3.0.0", "info": {}, "paths": {}}, "empty.json"))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_openapi(write(tmp_path, one_operation()))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: 1\nb: [1, 2.5, null, true, off, 2020-01-01, '', ~]\nc: {d: [{e: f}]}\n",
+        "<<: {a: 1}\nb: 2\n",  # a merge key
+        "=: 3\n",  # a value key
+        "200: {x: !!binary aGk=}\n'201': y\n",
+        "a: !!set {x, y}\nb: !!omap [x: 1]\n",
+        "a: 1\na: 2\n",
+        "- !!str 1\n- !!int '2'\n",
+        "? [1]\n: 2\n",  # an unhashable key
+        "a: &x [1, 2]\nb: *x\n",
+    ],
+)
+def test_yaml_is_read_as_pyyaml_reads_it(text: str) -> None:
+    """The loader builds a file without anchors in one pass of its own: the same data (and errors) as PyYAML's
+    constructor."""
+    from progressive_mcp.sources.openapi import _Yaml12Loader
+
+    class PyYamlBuilt(_Yaml12Loader):
+        def construct_document(self, node: yaml.Node) -> Any:
+            return yaml.constructor.SafeConstructor.construct_document(self, node)
+
+    def read(loader: type) -> Any:
+        try:
+            return yaml.load(text, Loader=loader)
+        except yaml.YAMLError as exc:
+            return str(exc)
+
+    ours, theirs = read(_Yaml12Loader), read(PyYamlBuilt)
+    assert ours == theirs and repr(ours) == repr(theirs)
+
+
+def test_operations_sharing_an_answer_schema_each_get_it_whole_and_their_own_example(tmp_path: Path) -> None:
+    """An answer schema is converted once per place (and $ref): each operation still gets its own top object
+    (its example), the same schema as alone, and what the conversion cut counts at every use."""
+
+    def answer(example: dict[str, Any] | None) -> dict[str, Any]:
+        media = {"schema": {"$ref": "#/components/schemas/Node"}} | ({"example": example} if example else {})
+        return {"200": {"description": "ok", "content": {"application/json": media}}}
+
+    node = {"type": "object", "properties": {"id": {"type": "string"}, "children": {"type": "array", "items": {
+        "$ref": "#/components/schemas/Node"}}, "kind": {"type": "integer", "enum": ["1", "2"]}}}  # fmt: skip
+    document = {
+        "openapi": "3.0.0",
+        "info": {"title": "T", "version": "1"},
+        "paths": {
+            "/a": {"get": {"operationId": "a", "responses": answer({"id": "a"})}},
+            "/b": {"get": {"operationId": "b", "responses": answer({"id": "b"})}},
+            "/c": {"get": {"operationId": "c", "responses": answer(None)}},
+        },
+        "components": {"schemas": {"Node": node}},
+    }
+    catalog, report = load_catalog_with_report(write(tmp_path, document))
+    a, b = (_thaw(catalog.get(name).output_schema) for name in ("a", "b"))
+    assert a.pop("examples") == [{"id": "a"}] and b.pop("examples") == [{"id": "b"}]
+    assert a == b == _thaw(catalog.get("c").output_schema)
+    assert a["properties"]["children"]["items"]["description"] == "A Node (recursive; not expanded further)."
+    assert a["properties"]["kind"]["enum"] == [1, 2]
+    only_b = {**document, "paths": {"/b": document["paths"]["/b"]}}
+    alone, _ = load_catalog_with_report(write(tmp_path, only_b, "b.json"))
+    assert _thaw(alone.get("b").output_schema) == {**b, "examples": [{"id": "b"}]}
+    assert "3 schema parts cut" in " ".join(report.notes)
+    assert sum("is integer: enum" in note for note in report.notes) == 1  # one note per place, naming the first use

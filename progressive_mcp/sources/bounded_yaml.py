@@ -38,13 +38,20 @@ class AliasExpansionError(yaml.YAMLError):
 
 
 class BoundedAliases:
-    """A loader mixin: the document's node graph is measured (`alias_problem`) before it is constructed."""
+    """A loader mixin: the document's node graph is measured (`alias_problem`) before it is constructed.
+
+    An alias names an anchor (`&name`) written before it (else the composer refuses it), so a text without `&`
+    has no alias and its nodes form a tree: nothing to measure (most files of a big document)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.anchored = not isinstance(stream, str) or "&" in stream
+        super().__init__(stream)  # type: ignore[call-arg]
 
     def get_single_data(self) -> Any:
         node = self.get_single_node()  # type: ignore[attr-defined]
         if node is None:
             return None
-        problem = alias_problem(node)
+        problem = alias_problem(node) if self.anchored else None
         if problem is not None:
             raise AliasExpansionError(problem)
         return self.construct_document(node)  # type: ignore[attr-defined]

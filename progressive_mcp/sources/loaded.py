@@ -37,11 +37,12 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def note_read(path: Path, text: str) -> None:
-    """Called by each reader of a source file: the load under way depends on `path` having this `text`."""
+def note_read(path: Path, text: str, *, resolved: bool = False) -> None:
+    """Called by each reader of a source file: the load under way depends on `path` having this `text`
+    (`resolved`: `path` is resolved already)."""
     reads = _reads.get()
     if reads is not None:
-        reads[path.resolve()] = _digest(text)
+        reads[path if resolved else path.resolve()] = _digest(text)
 
 
 @contextmanager
