@@ -126,7 +126,9 @@ def test_fusion_merges_the_two_rankings_by_reciprocal_rank(lastfm: Catalog) -> N
     lexical = [(i, 1.0 - i / 100) for i in range(40, 40 + fusion.DEPTH)]  # tools the semantic ranking has not
     fused = signal.fuse("zzz", lexical)
     assert fused is not None
-    # Each tool scores 1/(K + its lexical rank) + WEIGHT/(K + its semantic rank), shown as a share of BEST.
+    # Each tool scores 1/(K + its lexical rank) + WEIGHT/(K + its semantic rank), shown as a share of the best possible
+    # score (first in both rankings).
+    best = (1 + fusion.WEIGHT) / (fusion.K + 1)
     expected: dict[int, float] = {}
     for rank, (doc, _) in enumerate(lexical, 1):
         expected[doc] = 1 / (fusion.K + rank)
@@ -134,8 +136,8 @@ def test_fusion_merges_the_two_rankings_by_reciprocal_rank(lastfm: Catalog) -> N
         expected[doc] = expected.get(doc, 0.0) + fusion.WEIGHT / (fusion.K + rank)
     head = fused[: len(expected)]
     assert [doc for doc, _ in head] == sorted(expected, key=lambda doc: -expected[doc])
-    assert [share for _, share in head] == pytest.approx([expected[doc] / fusion.BEST for doc, _ in head])
-    assert fused[0] == (40, pytest.approx(1 / (fusion.K + 1) / fusion.BEST))
+    assert [share for _, share in head] == pytest.approx([expected[doc] / best for doc, _ in head])
+    assert fused[0] == (40, pytest.approx(1 / (fusion.K + 1) / best))
     left_out = signal.ranking("zzz", fusion.DEPTH, leave_out={semantic[0]})
     assert left_out is not None and semantic[0] not in left_out and left_out[0] == semantic[1]
     # The tool documents were embedded once, at the first ranking; each search embeds its query alone.

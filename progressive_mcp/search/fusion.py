@@ -47,7 +47,6 @@ DEPTH = 20  # how many tools of each ranking are merged
 # included, is what it was.
 TAIL_DEPTH = 40
 TAIL_SHARE = 0.5
-BEST = (1.0 + WEIGHT) / (K + 1)  # a tool first in both rankings at WEIGHT: fused scores are a share of the best
 
 log = logging.getLogger(__name__)
 
