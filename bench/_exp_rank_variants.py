@@ -264,6 +264,21 @@ def diagnose(sets: list[tuple[str, Any, Any, Any]]) -> None:
         print(label, dict(sorted(counts.items())))
 
 
+def write_outcomes(out: Path) -> None:
+    """`progressive-mcp eval --catalogs --json --outcomes` with the engine as patched now, written to `out` (for
+    bench/paired_eval.py; held-out figures read there only as counts)."""
+    import contextlib
+    import io
+
+    from progressive_mcp import cli
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        cli.main(["eval", "--catalogs", "--json", "--outcomes"])
+    out.write_text(printed.getvalue(), encoding="utf-8")
+    print(f"wrote {out}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--variants", default="shipped")
@@ -277,17 +292,8 @@ def main() -> None:
     if args.document:
         vectors.document = DOCUMENTS[args.document]  # type: ignore[assignment]
     if args.catalogs:
-        import contextlib
-        import io
-
-        from progressive_mcp import cli
-
         install(VARIANTS[args.variants])
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):
-            cli.main(["eval", "--catalogs", "--json", "--outcomes"])
-        args.catalogs.write_text(printed.getvalue(), encoding="utf-8")
-        print(f"wrote {args.catalogs}")
+        write_outcomes(args.catalogs)
         return
     sets = load_sets(args.sets.split(","))
     if args.diagnose:

@@ -201,6 +201,17 @@ def foreign_word(weight: float, only_english: bool) -> Callable[..., Any]:
     return word
 
 
+def print_decisions(setting: str, sets: list[Any]) -> None:
+    """One line: R@1, R@5, MRR, no-match and false no-match of the engine as patched now, per set and their mean."""
+    rows = []
+    for _, catalog, meta, queries in sets:
+        m = run_eval(catalog, queries, engine_ranker(catalog, meta=meta))["metrics"]
+        rows.append([m["recall@1"], m["recall@5"], m["mrr"], m["no_match_rate"] or 0, m["false_no_match_rate"] or 0])
+    mean = [sum(r[i] for r in rows) / len(rows) for i in range(5)]
+    cells = "".join(" | " + " ".join(f"{v:.3f}" for v in r) for r in rows)
+    print(f"{setting:<10}{cells} || " + " ".join(f"{v:.3f}" for v in mean), flush=True)
+
+
 def run_foreign(sets: list[Any]) -> None:
     shipped = index.SearchIndex._word
     for setting in ("shipped", "0.5:en", "0.8:en", "0.5:all", "0.8:all"):
@@ -209,15 +220,7 @@ def run_foreign(sets: list[Any]) -> None:
         else:
             weight, words = setting.split(":")
             index.SearchIndex._word = foreign_word(float(weight), words == "en")  # type: ignore[method-assign]
-        rows = []
-        for _, catalog, meta, queries in sets:
-            m = run_eval(catalog, queries, engine_ranker(catalog, meta=meta))["metrics"]
-            rows.append(
-                [m["recall@1"], m["recall@5"], m["mrr"], m["no_match_rate"] or 0, m["false_no_match_rate"] or 0]
-            )
-        mean = [sum(r[i] for r in rows) / len(rows) for i in range(5)]
-        cells = "".join(" | " + " ".join(f"{v:.3f}" for v in r) for r in rows)
-        print(f"{setting:<9}{cells} || " + " ".join(f"{v:.3f}" for v in mean), flush=True)
+        print_decisions(setting, sets)
     index.SearchIndex._word = shipped  # type: ignore[method-assign]
 
 
@@ -274,31 +277,14 @@ def run_neighbours(sets: list[Any]) -> None:
                 semantic.SemanticRescue.similar_terms = terms  # type: ignore[method-assign]
             else:
                 index.SearchIndex.rank = rank_with(terms)  # type: ignore[method-assign]
-        rows = []
-        for _, catalog, meta, queries in sets:
-            m = run_eval(catalog, queries, engine_ranker(catalog, meta=meta))["metrics"]
-            rows.append(
-                [m["recall@1"], m["recall@5"], m["mrr"], m["no_match_rate"] or 0, m["false_no_match_rate"] or 0]
-            )
-        mean = [sum(r[i] for r in rows) / len(rows) for i in range(5)]
-        cells = "".join(" | " + " ".join(f"{v:.3f}" for v in r) for r in rows)
-        print(f"{setting:<10}{cells} || " + " ".join(f"{v:.3f}" for v in mean), flush=True)
+        print_decisions(setting, sets)
     semantic.SemanticRescue.similar_terms = _wordllama_terms  # type: ignore[method-assign]
     index.SearchIndex.rank = _shipped_rank  # type: ignore[method-assign]
 
 
 def eval_catalogs_with_neighbours(out: Path) -> None:
-    import contextlib
-    import io
-
-    from progressive_mcp import cli
-
     index.SearchIndex.rank = rank_with(minilm_terms(0.45, 0.6))  # type: ignore[method-assign]
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        cli.main(["eval", "--catalogs", "--json", "--outcomes"])
-    out.write_text(printed.getvalue(), encoding="utf-8")
-    print(f"wrote {out}")
+    variants.write_outcomes(out)
 
 
 def main() -> None:
