@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_module import load_bench
 
 from progressive_mcp.sources import load_catalog
 
@@ -34,19 +35,9 @@ def run_bench(script: str, *args: str, timeout: float) -> subprocess.CompletedPr
     )
 
 
-def _load(name: str) -> ModuleType:
-    """A bench script as a module (bench/ is a folder of scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def generator() -> ModuleType:
-    return _load("synthetic_spec")
+    return load_bench("synthetic_spec")
 
 
 @pytest.fixture(scope="module")

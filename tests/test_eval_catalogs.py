@@ -265,7 +265,7 @@ def test_cli_markdown_is_the_readme_table(
 def test_cli_outcomes_pair_two_runs_by_id_without_query_text(
     small: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import importlib.util
+    from bench_module import load_bench
 
     monkeypatch.delenv(DOCS_ENV, raising=False)
     assert main(["eval", "--catalogs", str(small), "--json", "--outcomes", "--split", "dev"]) == 0
@@ -277,10 +277,7 @@ def test_cli_outcomes_pair_two_runs_by_id_without_query_text(
     positives = [o for o in outcomes if o["positive"]]
     r1 = sum(o["rank"] == 1 for o in positives) / len(positives)
     assert r1 == pytest.approx(music["runs"]["engine"]["metrics"]["recall@1"])
-    spec = importlib.util.spec_from_file_location("bench_paired_eval", ROOT / "bench" / "paired_eval.py")
-    assert spec is not None and spec.loader is not None
-    paired = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(paired)
+    paired = load_bench("paired_eval")
     worse = json.loads(json.dumps(figures))
     first = next(o for o in next(c for c in worse["catalogs"] if c["name"] == "music")["outcomes"] if o["rank"] == 1)
     first["rank"] = None  # the second run loses one query's first place and its top 5

@@ -3,27 +3,18 @@ find weights that exist, and orders candidates as the engine would after its pri
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from bench_module import load_bench
 
 np = pytest.importorskip("numpy")
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def ltr() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_exp_ltr", REPO / "bench" / "_exp_ltr.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("_exp_ltr")
 
 
 def synthetic(ltr: ModuleType, weights: dict[str, float], n_queries: int = 60, seed: int = 7) -> list[Any]:

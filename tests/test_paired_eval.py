@@ -3,23 +3,16 @@ over the queries that flipped."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
+from bench_module import load_bench
 
 
 @pytest.fixture(scope="module")
 def paired() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_paired_eval", REPO / "bench" / "paired_eval.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("paired_eval")
 
 
 def outcome(qid: str, rank: int | None, *, split: str = "dev", positive: bool = True, shown: bool = True) -> dict:

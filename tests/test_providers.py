@@ -505,12 +505,9 @@ def test_a_gateway_sync_stores_the_providers_vectors_once(
 
 
 def test_the_providers_bench_counts_one_request_per_new_query(monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib.util
+    from bench_module import load_bench
 
-    spec = importlib.util.spec_from_file_location("bench_providers", ROOT / "bench" / "providers.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("providers")
     monkeypatch.setattr(vectors.VectorCache, "_shared", vectors.VectorCache())
     previous = providers.use(None)
     try:
