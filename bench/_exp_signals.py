@@ -72,13 +72,7 @@ class Late:
         out = []
         for start in range(0, len(texts), 32):
             chunk = list(texts[start : start + 32])
-            encodings = e._tokenizer.encode_batch(chunk)
-            ids = np.array([x.ids for x in encodings], dtype=np.int64)
-            mask = np.array([x.attention_mask for x in encodings], dtype=np.int64)
-            feeds = {"input_ids": ids, "attention_mask": mask}
-            if e._token_types:
-                feeds["token_type_ids"] = np.zeros_like(ids)
-            hidden = session.run(None, feeds)[0]
+            ids, mask, hidden = e.token_states(session, chunk)
             for b in range(len(chunk)):
                 keep = [t for t in range(ids.shape[1]) if mask[b, t] and int(ids[b, t]) not in SPECIAL] or [0]
                 rows = hidden[b, keep]

@@ -144,6 +144,17 @@ class Embedder:
     def _batch(self, session: Any, texts: list[str]) -> Any:
         import numpy as np
 
+        _, mask, hidden = self.token_states(session, texts)
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return pooled / np.maximum(norms, 1e-12)
+
+    def token_states(self, session: Any, texts: list[str]) -> tuple[Any, Any, Any]:
+        """The texts' word-piece ids and attention mask (batch x tokens, padded) and the model's token vectors
+        (batch x tokens x 384) from `session`, before pooling."""
+        import numpy as np
+
         with self._lock:  # the tokenizer's padding settings are shared state
             encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
@@ -151,11 +162,7 @@ class Embedder:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if self._token_types:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = session.run(None, feeds)[0]  # (batch, tokens, 384): the token vectors
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return pooled / np.maximum(norms, 1e-12)
+        return ids, mask, session.run(None, feeds)[0]
 
 
 def embed(texts: Sequence[str]) -> NDArray[np.float32]:
