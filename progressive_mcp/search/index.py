@@ -18,7 +18,6 @@ for every tool is computed once, when the index is built. The words it understan
 
 from __future__ import annotations
 
-import gc
 import heapq
 import itertools
 import math
@@ -26,8 +25,7 @@ import re
 import threading
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from operator import itemgetter
@@ -35,6 +33,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from progressive_mcp.catalog import CatalogTool
+from progressive_mcp.collector import collector_paused
 from progressive_mcp.search import english, providers, records
 from progressive_mcp.search import vocabulary as vocab
 from progressive_mcp.search.fusion import DEPTH as FUSION_DEPTH
@@ -507,7 +506,7 @@ class SearchIndex:
         # Cyclic garbage collection is paused: the build makes and drops tens of thousands of lists, tuples and
         # dicts, none in a cycle, and the full collections they set off walk every object of the process (catalog,
         # schemas, modules): 10-25 ms of a cold build at 128 tools, ~300 ms at 5,000.
-        with _gc_paused():
+        with collector_paused():
             quality, about, curated, names = _weigh(self._tools, reading, self._category_texts)
             # Each posting holds idf x quality, a term's contribution to a tool, ready to add.
             idfs = [math.log(1 + (n - df + 0.5) / (df + 0.5)) if df else 0.0 for df in range(n + 1)]
@@ -985,19 +984,6 @@ class SearchIndex:
         if not found:
             return None
         return max(found, key=lambda t: (t[0] == term[0], len(self._postings[t]), t))
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside the block (if it was off already, nothing changes)."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _weigh(
