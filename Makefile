@@ -25,7 +25,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 SAMPLE_PORT ?= 8765
 PORT ?= 8000
 
-.PHONY: demo test test-slow lint serve conformance smoke load synth deploy destroy bench tokens eval spec-schema clean
+.PHONY: demo test test-slow lint serve conformance smoke load synth deploy destroy bench tokens eval spec-schema model clean
 
 $(BASE_STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -115,6 +115,10 @@ destroy: $(STAMP)
 
 spec-schema: $(STAMP)
 	$(VENV)/bin/progressive-mcp spec schema > spec/spec.schema.json
+
+# A fine-tuned search model to measure (PyTorch in model/.venv, not in .venv; ~15 min on 2 cores): model/README.md.
+model: $(STAMP)
+	bash model/build.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .cache cdk.out

@@ -206,6 +206,10 @@ VARIANTS: dict[str, Fuse] = {
             (0.35, 0.9),
             (0.5, 0.5),
             (0.25, 1.5),
+            (0.5, 1.5),  # the grid of a fine-tuned model (bench/_exp_model.py, model/README.md)
+            (0.75, 1.5),
+            (1.0, 1.5),
+            (1.0, 2.0),
         )
     },
 }

