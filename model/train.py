@@ -85,6 +85,9 @@ def main() -> None:
     parser.add_argument("base")
     parser.add_argument("out")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--keep", type=float, default=0.0, help="weight of a term keeping each vector near the base model's (0: off)"
+    )
     args = parser.parse_args()
     torch.manual_seed(SEED)
     torch.set_num_threads(args.threads)
@@ -100,6 +103,7 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(args.base)
     model = AutoModel.from_pretrained(args.base, attn_implementation="eager")
     model.train()
+    teacher = AutoModel.from_pretrained(args.base, attn_implementation="eager").eval() if args.keep else None
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01)
     warmup = max(1, steps // 20)
 
@@ -108,18 +112,28 @@ def main() -> None:
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
 
-    def encode(texts: list[str]) -> torch.Tensor:
+    def encode(texts: list[str], by: torch.nn.Module = model) -> torch.Tensor:
         batch = tokenizer(texts, padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
-        hidden = model(**batch).last_hidden_state
+        hidden = by(**batch).last_hidden_state
         mask = batch["attention_mask"].unsqueeze(-1).float()
         return F.normalize((hidden * mask).sum(1) / mask.sum(1).clamp(min=1), dim=-1)
 
+    def drift(texts: list[str], vectors: torch.Tensor) -> torch.Tensor:
+        """How far the vectors moved from the base model's (1 - cosine, mean): what --keep holds back."""
+        assert teacher is not None
+        with torch.no_grad():
+            before = encode(texts, teacher)
+        return (1 - (vectors * before).sum(-1)).mean()
+
     started, smoothed = time.time(), 0.0
     for step, batch in enumerate(plan):
-        queries, docs = encode([q for q, _ in batch]), encode([d for _, d in batch])
+        query_texts, doc_texts = [q for q, _ in batch], [d for _, d in batch]
+        queries, docs = encode(query_texts), encode(doc_texts)
         logits = queries @ docs.T * SCALE
         labels = torch.arange(len(batch))
         loss = (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels)) / 2
+        if teacher is not None:
+            loss = loss + args.keep * (drift(query_texts, queries) + drift(doc_texts, docs))
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
