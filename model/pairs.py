@@ -31,7 +31,7 @@ MAX_BYTES = 8_000_000  # a few generated cloud documents are larger; their opera
 _SENTENCE = re.compile(r"(.{12,200}?[.!?])(\s|$)")
 
 
-def operations(path: Path, root: Path) -> tuple[str, list[dict[str, Any]], str | None]:
+def operations(path: Path, root: Path) -> tuple[list[dict[str, Any]], str | None]:
     """One document's rows, or the error that kept it out."""
     logging.disable(logging.CRITICAL)
     from progressive_mcp.search import dense, vectors
@@ -41,7 +41,7 @@ def operations(path: Path, root: Path) -> tuple[str, list[dict[str, Any]], str |
     try:
         catalog, _ = load_openapi(path)
     except Exception as exc:  # a document the loader refuses is skipped, as a user would see it refused
-        return api, [], type(exc).__name__
+        return [], type(exc).__name__
     tools = list(catalog.tools)
     random.Random(api).shuffle(tools)
     rows = []
@@ -59,7 +59,7 @@ def operations(path: Path, root: Path) -> tuple[str, list[dict[str, Any]], str |
                 "sentence": (match.group(1) if match else description[:200]).strip(),
             }
         )
-    return api, rows, None
+    return rows, None
 
 
 def main() -> None:
@@ -74,7 +74,7 @@ def main() -> None:
     written = refused = 0
     with multiprocessing.Pool() as pool, out.open("w", encoding="utf-8") as file:
         jobs = [(path, root) for path in files]
-        for _, rows, error in pool.starmap(operations, jobs, chunksize=4):
+        for rows, error in pool.starmap(operations, jobs, chunksize=4):
             refused += error is not None
             for row in rows:
                 file.write(json.dumps(row) + "\n")
