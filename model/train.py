@@ -41,16 +41,32 @@ def words(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
-def pairs_by_api(path: str) -> dict[str, list[tuple[str, str, str]]]:
-    """(query, document, the tool's document as its identity) per API, in a fixed order."""
+_STOP = frozenset(
+    {"a", "an", "the", "of", "to", "for", "in", "on", "by", "with", "and", "or", "is", "are", "be", "this", "that"}
+    | {"from", "as", "at", "it", "its", "your", "you", "get"}
+)
+
+
+def novel(query: str, doc: str) -> float:
+    """The share of the query's words (stopwords left out, read by their first 5 letters) that the document lacks:
+    0 for a pair the lexical engine already matches, 1 for a pure paraphrase."""
+    said = {word[:5] for word in words(query).split() if word not in _STOP}
+    return len(said - {word[:5] for word in words(doc).split()}) / len(said) if said else 0.0
+
+
+def pairs_by_api(path: str, min_novel: float = 0.0) -> dict[str, list[tuple[str, str, str]]]:
+    """(query, document, the tool's document as its identity) per API, in a fixed order; `min_novel`: only pairs
+    whose query has at least that share of words the document lacks."""
     by_api: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
     with open(path, encoding="utf-8") as file:
         rows = sorted((json.loads(line) for line in file), key=lambda row: (row["api"], row["name"]))
     for row in rows:
         sentence, summary, doc, bare = row["sentence"], row["summary"], row["doc"], row["bare"]
-        if len(sentence.split()) >= 3 and words(sentence) != words(summary) and words(sentence) not in words(doc):
+        long_enough = len(sentence.split()) >= 3 and words(sentence) != words(summary)
+        if long_enough and words(sentence) not in words(doc) and novel(sentence, doc) >= min_novel:
             by_api[row["api"]].append((sentence, doc, doc))
-        if len(summary.split()) >= 2 and words(summary) != words(bare) and len(bare.split()) >= 2:
+        named = len(summary.split()) >= 2 and words(summary) != words(bare) and len(bare.split()) >= 2
+        if named and novel(summary, bare) >= min_novel:
             by_api[row["api"]].append((summary, bare, doc))
     return by_api
 
@@ -88,11 +104,21 @@ def main() -> None:
     parser.add_argument(
         "--keep", type=float, default=0.0, help="weight of a term keeping each vector near the base model's (0: off)"
     )
+    parser.add_argument(
+        "--min-novel", type=float, default=0.0, help="keep pairs whose query has this share of words the doc lacks"
+    )
+    parser.add_argument(
+        "--freeze",
+        type=int,
+        default=-1,
+        help="hold the token embeddings (0) and also the first N transformer layers (N) at the base weights: -1 off",
+    )
+    parser.add_argument("--seed", type=int, default=SEED, help="seeds the data order and torch (soups average seeds)")
     args = parser.parse_args()
-    torch.manual_seed(SEED)
+    torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     plan, taken = [], 0
-    for batch in batches(pairs_by_api(args.pairs), random.Random(SEED)):
+    for batch in batches(pairs_by_api(args.pairs, args.min_novel), random.Random(args.seed)):
         if taken >= MAX_PAIRS:
             break
         plan.append(batch)
@@ -103,8 +129,13 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(args.base)
     model = AutoModel.from_pretrained(args.base, attn_implementation="eager")
     model.train()
+    if args.freeze >= 0:
+        held = [model.embeddings, *model.encoder.layer[: args.freeze]]
+        for part in held:
+            for weight in part.parameters():
+                weight.requires_grad_(False)
     teacher = AutoModel.from_pretrained(args.base, attn_implementation="eager").eval() if args.keep else None
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01)
+    optimizer = torch.optim.AdamW((w for w in model.parameters() if w.requires_grad), lr=LR, weight_decay=0.01)
     warmup = max(1, steps // 20)
 
     def rate(step: int) -> float:
