@@ -478,7 +478,7 @@ def test_near_bar_is_a_quantile_of_the_everyday_requests_best_cosines(lastfm: Ca
     bar = float(np.quantile(best, fusion.NEAR_QUANTILE))
     assert bar < best.max()  # else this test could not tell the quantile from the maximum
     closest = next(text for text, cosine in zip(everyday_requests(), best, strict=True) if cosine == best.max())
-    assert signal.near(closest)  # the request that set the old bar is itself near now
+    assert signal.near(closest)  # the first call computes the bar (the closest request is near at either bar)
     assert signal._bar == pytest.approx(bar)
 
 
