@@ -4,19 +4,23 @@ arguments that failed (and the schema at a nested mistake's path), collapsed to 
     quote_schema(post_charges_schema, ["shipping/address/line1"])
     # {"inputSchema": {"type": "object", "properties": {"shipping": {...}}, "required": [...]},
     #  "at": {"shipping/address/line1": {"type": "string", "maxLength": 5000}},
-    #  "note": "Only the arguments in question; TOOL_GET gives the whole input schema."}
+    #  "note": "Only the arguments in question; TOOL_GET gives the input schema."}
 
 An error is read on every mistake, so it costs what it must (Stripe's PostCharges quoted its 5.7K-character
 schema whole); the model still sees what was wrong, the property's schema and the required arguments.
+
+Also the view TOOL_GET gives of a tool whose input schema alone would overrun DESIGN.md's 2,500 tokens for any one
+TOOL_GET (`get_view`: OpenAI's `beta_Getinputtokencounts` was 11,111 tokens, DigitalOcean's `databases_patch_config`
+10,954, Stripe's `PostIssuingCardholders` 6,674); TOOL_CALL still checks arguments against the whole schema.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from progressive_mcp.tokens import count_tokens, estimate_tokens, fits_budget
+from progressive_mcp.tokens import count_tokens, dumps, estimate_tokens, fits_budget
 
 ERROR_TOKENS = 400  # what a whole argument error may cost (DESIGN.md's budget)
 FRAME_TOKENS = 90  # its message's frame, the tool's name, the keys and the note
@@ -28,8 +32,28 @@ MAX_QUOTED = 3  # failing arguments quoted at most; the problems list names them
 # each answer than the depth-first one did (Slack's views +29%); this holds them below what they were before. The
 # Python stubs give a tool's return types the same budget (calls/stubs.py), so neither view costs more than the other.
 OUTPUT_VIEW_TOKENS = 600
-NOTE = "Only the arguments in question; TOOL_GET gives the whole input schema."
+NOTE = "Only the arguments in question; TOOL_GET gives the input schema."
 _MEMBER_LISTS = ("anyOf", "oneOf", "allOf")
+# TOOL_GET's entry for one tool, held to DESIGN.md's 2,500 tokens as characters of its JSON text: characters add up
+# exactly and need no vocabulary (the Lambda asset has no tokenizer, and a bound on tokens without one would cut far
+# more there than here). The densest TOOL_GET text of the six documents in ../shared/openapi has 3.05 characters a
+# token (Stripe's PostCustomersCustomerTaxIds, short enum codes; median 4.2-4.5), so 7,000 characters is at most
+# ~2,300 tokens; tests/test_openapi_schemas.py counts every tool of every document with the tokenizer.
+GET_VIEW_CHARS = 7_000
+GET_FRAME_CHARS = 100  # the answer around one entry: its catalog_version and the "tools" list
+SCHEMA_DESCRIPTION_CHARS = 200  # a description inside an input schema too large to send whole
+OUTLINE_DESCRIPTION_CHARS = 60  # a top-level argument's, where only the arguments' names and types would fit
+GET_NOTE = (
+    "\n\n[TOOL_GET shortened the input schema to fit its budget: {how}. TOOL_CALL checks arguments against the "
+    "whole schema; its error quotes the part in question.]"
+)
+# Schema keywords whose value maps names to schemas (a property called "description" is not the keyword), and
+# those whose value is a schema or a list of schemas.
+_NAMED_SCHEMAS = {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+_SUBSCHEMAS = {
+    "items", "prefixItems", "additionalItems", "additionalProperties", "unevaluatedItems", "unevaluatedProperties",
+    "contains", "propertyNames", "not", "if", "then", "else", "allOf", "anyOf", "oneOf",
+}  # fmt: skip
 
 
 def quote_schema(input_schema: dict[str, Any], paths: Sequence[str], problems: Sequence[str] = ()) -> dict[str, Any]:
@@ -99,6 +123,93 @@ def output_view(schema: dict[str, Any]) -> dict[str, Any]:
     object, of each union member, of an array's items) keeping its type whatever the size."""
     wrapped = any(k in schema for k in (*_MEMBER_LISTS, "items"))
     return shrink(schema, OUTPUT_VIEW_TOKENS, min_depth=2 if wrapped else 1)
+
+
+def get_view(entry: dict[str, Any], reserve: int = 0) -> dict[str, Any]:
+    """TOOL_GET's entry for a tool (its definition, category and hash) within GET_VIEW_CHARS of JSON, `reserve`
+    characters left for what is added to it later (code mode's output view). Nearly every tool's entry fits and
+    comes back as it is. Else its input schema is shortened in steps, each tried until one fits: descriptions in it
+    cut, then kept only for the top-level arguments, then deeper levels shown by their type alone, then only the
+    top-level arguments' names and types (`required` is kept at every level shown); a note at the end of the
+    description says which step, and, where even that is over, the description gives way before the note."""
+    spare = GET_VIEW_CHARS - GET_FRAME_CHARS - reserve
+    schema = entry.get("inputSchema")
+    if len(dumps(entry)) <= spare or not isinstance(schema, dict):
+        return entry
+    description = str(entry.get("description") or "")
+    shortened = entry
+    for how, candidate in _input_views(schema):
+        note = GET_NOTE.format(how=how)
+        shortened = {**entry, "inputSchema": candidate, "description": description + note}
+        over = len(dumps(shortened)) - spare
+        if over <= 0:
+            return shortened
+    kept = max(len(description) - over - 1, 0)  # JSON escapes may make a cut character cost more than one
+    while kept and len(dumps({**shortened, "description": description[:kept] + "…" + note})) > spare:
+        kept = max(kept - 50, 0)
+    shortened["description"] = (description[:kept] + "…" if kept else "") + note
+    return shortened
+
+
+def _input_views(schema: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
+    """Ever smaller views of an input schema, each with what it left out, for `get_view`; made as tried."""
+    yield (
+        f"descriptions in it cut to {SCHEMA_DESCRIPTION_CHARS} characters",
+        strip_descriptions(schema, SCHEMA_DESCRIPTION_CHARS),
+    )
+    top = _described(schema, strip_descriptions(schema, 0), SCHEMA_DESCRIPTION_CHARS)
+    yield "descriptions kept for the top-level arguments only", top
+    for depth in (6, 4, 3, 2):
+        levels = "the top-level arguments" if depth == 2 else f"the first {depth - 1} levels of arguments"
+        yield f"{levels} in full, what is inside them by its type only", _collapsed(top, depth, True)
+    outline = _collapsed(schema, 1, False)
+    cut = OUTLINE_DESCRIPTION_CHARS
+    yield (
+        f"only the top-level arguments' names, types and descriptions cut to {cut} characters",
+        _described(schema, outline, cut),
+    )
+    yield "only the top-level arguments' names and types", outline
+
+
+def _described(schema: dict[str, Any], view: dict[str, Any], cut: int) -> dict[str, Any]:
+    """`view` with its top-level arguments' descriptions from `schema`, cut to `cut` characters."""
+    properties, shown = schema.get("properties"), view.get("properties")
+    if not isinstance(properties, dict) or not isinstance(shown, dict):
+        return view
+    described = dict(shown)
+    for name, prop in properties.items():
+        text = prop.get("description") if isinstance(prop, dict) else None
+        if isinstance(text, str) and text and isinstance(shown.get(name), dict):
+            described[name] = {**shown[name], "description": _cut(text, cut)}
+    return {**view, "properties": described}
+
+
+def _cut(text: str, cut: int) -> str:
+    return text if len(text) <= cut else text[: cut - 1] + "…"
+
+
+def strip_descriptions(schema: Any, cut: int) -> Any:
+    """`schema` with each `description` keyword cut to `cut` characters (left out at 0, with `title`, `examples`,
+    `$comment`), walking only where the JSON Schema keywords say subschemas are."""
+    if not isinstance(schema, Mapping):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "description" and isinstance(value, str):
+            if cut:
+                out[key] = _cut(value, cut)
+            continue
+        if cut == 0 and key in ("title", "examples", "$comment"):
+            continue
+        if key in _NAMED_SCHEMAS and isinstance(value, Mapping):
+            out[key] = {name: strip_descriptions(sub, cut) for name, sub in value.items()}
+        elif key in _SUBSCHEMAS and isinstance(value, list):
+            out[key] = [strip_descriptions(sub, cut) for sub in value]
+        elif key in _SUBSCHEMAS:
+            out[key] = strip_descriptions(value, cut)
+        else:
+            out[key] = value
+    return out
 
 
 def _collapsed(node: Any, depth: int, descriptions: bool) -> Any:

@@ -16,6 +16,7 @@ from real_documents import REAL, SHARED
 
 from progressive_mcp.calls.arguments import prepare_arguments
 from progressive_mcp.catalog import Catalog, _thaw
+from progressive_mcp.schema_excerpt import GET_VIEW_CHARS
 from progressive_mcp.sources import load_catalog_with_report
 from progressive_mcp.surfaces.surface import CallContext, Surface
 from progressive_mcp.tokens import count_tokens
@@ -306,6 +307,88 @@ def test_stripe_stub_classes_are_named_after_their_schemas() -> None:
     assert again["stubs"] == stub  # deterministic
 
 
+def large_schema_document(tmp_path: Path) -> Path:
+    """One operation whose input schema is far over TOOL_GET's budget (30 nested objects with long descriptions),
+    and one small one."""
+    words = "A description long enough to matter, repeated to fill the schema. " * 4
+
+    def nested(depth: int) -> dict[str, Any]:
+        if depth == 0:
+            return {"type": "string", "description": words, "enum": ["a", "b"]}
+        return {
+            "type": "object",
+            "description": words,
+            "properties": {"inner": nested(depth - 1), "count": {"type": "integer", "description": words}},
+            "required": ["inner"],
+        }
+
+    body = {
+        "type": "object",
+        "properties": {f"part{i}": nested(4) for i in range(30)},
+        "required": ["part0", "part1"],
+    }
+    document = {
+        "openapi": "3.0.3",
+        "info": {"title": "Big", "version": "1"},
+        "paths": {
+            "/things": {"post": {"operationId": "createThing", "summary": "Create a thing.", "requestBody": {
+                "required": True, "content": {"application/json": {"schema": body}}},
+                "responses": {"200": {"description": "ok"}}}},
+            "/small": {"get": {"operationId": "getSmall", "summary": "A small one.", "parameters": [
+                {"name": "q", "in": "query", "schema": {"type": "string"}, "description": "What to find."}],
+                "responses": {"200": {"description": "ok"}}}},
+        },
+    }  # fmt: skip
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+@pytest.mark.parametrize("mode", ["progressive", "code"])
+def test_tool_get_shortens_an_input_schema_over_its_budget_and_tool_call_still_checks_the_whole(
+    tmp_path: Path, mode: str
+) -> None:
+    catalog, _ = load_catalog_with_report(large_schema_document(tmp_path))
+    whole = _thaw(catalog.get("createThing").input_schema)
+    assert len(json.dumps(whole, separators=(",", ":"))) > 3 * GET_VIEW_CHARS  # far over: several steps are needed
+    surface = Surface(catalog, mode=mode)
+    args: dict[str, Any] = {"tool_name": "createThing"} | ({"format": "schema"} if mode == "code" else {})
+    answer = surface.call_tool_wire("TOOL_GET", args, CONTEXT)
+    text = answer["content"][0]["text"]
+    assert len(text) <= GET_VIEW_CHARS and count_tokens(text) <= MAX_TOOL_GET_TOKENS
+    (entry,) = answer["structuredContent"]["tools"]
+    view = entry["inputSchema"]
+    assert view != whole
+    assert list(view["properties"]) == list(whole["properties"])  # every argument still named, in order
+    assert view["required"] == ["part0", "part1"]
+    assert "[TOOL_GET shortened the input schema to fit its budget: " in entry["description"]
+    assert entry["description"].startswith("POST /things. Create a thing.")
+    # The view leaves the nested parts' inner structure out; the call is still checked against all of it.
+    wrong = {"part0": {"inner": {"inner": {"inner": {"inner": "not-in-the-enum"}}}}, "part1": {"inner": {}}}
+    caller = Surface(catalog, mode="progressive")  # code mode calls tools from a script, not with TOOL_CALL
+    called = caller.call_tool_wire("TOOL_CALL", {"tool_name": "createThing", "arguments": wrong}, CONTEXT)
+    error = called["structuredContent"]["error"]
+    assert called["isError"] and error["type"] == "InvalidArguments", called
+    assert error["problems"][0].startswith("part0/inner/inner/inner/inner: ")
+    assert error["at"]["part0/inner/inner/inner/inner"]["enum"] == ["a", "b"]  # the part the view left out
+    # A tool within the budget is shown whole, with no note.
+    (small,) = surface.call_tool_wire("TOOL_GET", {**args, "tool_name": "getSmall"}, CONTEXT)["structuredContent"][
+        "tools"
+    ]
+    assert small["inputSchema"] == _thaw(catalog.get("getSmall").input_schema)
+    assert "TOOL_GET shortened" not in small["description"]
+
+
+def test_search_schemas_attach_the_shortened_view_tool_get_gives(tmp_path: Path) -> None:
+    catalog, _ = load_catalog_with_report(large_schema_document(tmp_path))
+    surface = Surface(catalog, mode="progressive")
+    found = surface.call_tool_wire("TOOL_SEARCH", {"query": "create a thing", "schemas": True}, CONTEXT)
+    got = surface.call_tool_wire("TOOL_GET", {"tool_name": "createThing"}, CONTEXT)
+    first = found["structuredContent"]["results"][0]
+    assert first["name"] == "createThing"
+    assert first["inputSchema"] == got["structuredContent"]["tools"][0]["inputSchema"]
+
+
 def test_a_component_without_a_title_names_its_class(tmp_path: Path) -> None:
     document = {
         "openapi": "3.0.3",
@@ -336,7 +419,8 @@ def test_a_component_without_a_title_names_its_class(tmp_path: Path) -> None:
 
 def assert_tool_get_python_is_capped(name: str) -> None:
     """Every tool's Python view within 2,500 tokens, and on average no costlier than the JSON-schema view it
-    replaces (issue 28: a stub should not cost more than the schema)."""
+    replaces (issue 28: a stub should not cost more than the schema); the JSON-schema views, code mode's and
+    progressive mode's, within 2,500 tokens too (DESIGN.md: any one TOOL_GET, any catalog)."""
     catalog, _ = real(name)
     names = [t.name for t in catalog.tools]
     python = {tool: count_tokens(text) for tool, text in tool_get_python(catalog, names).items()}
@@ -347,8 +431,14 @@ def assert_tool_get_python_is_capped(name: str) -> None:
         )
         for tool in names
     }
-    over = {tool: n for tool, n in python.items() if n > MAX_TOOL_GET_TOKENS}
-    assert not over, over
+    progressive = Surface(catalog, mode="progressive")
+    plain = {
+        tool: count_tokens(progressive.call_tool_wire("TOOL_GET", {"tool_name": tool}, CONTEXT)["content"][0]["text"])
+        for tool in names
+    }
+    for view in (python, schema, plain):
+        over = {tool: n for tool, n in view.items() if n > MAX_TOOL_GET_TOKENS}
+        assert not over, over
     mean_python, mean_schema = sum(python.values()) / len(names), sum(schema.values()) / len(names)
     assert mean_python <= mean_schema, (name, round(mean_python), round(mean_schema))
 

@@ -25,6 +25,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from progressive_mcp.schema_excerpt import strip_descriptions
 from progressive_mcp.search import hints as search_hints
 from progressive_mcp.tokens import dumps, estimate_tokens, fits_budget
 
@@ -44,13 +45,6 @@ ANNOTATIONS = {
     "openWorldHint": bool,
 }
 _KEPT = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
-# Schema keywords whose value maps names to schemas (a property called "description" is not the keyword), and
-# those whose value is a schema or a list of schemas.
-_NAMED_SCHEMAS = {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
-_SUBSCHEMAS = {
-    "items", "prefixItems", "additionalItems", "additionalProperties", "unevaluatedItems", "unevaluatedProperties",
-    "contains", "propertyNames", "not", "if", "then", "else", "allOf", "anyOf", "oneOf",
-}  # fmt: skip
 
 
 def bound_listing(server: str, definitions: Iterable[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[str]]:
@@ -188,28 +182,6 @@ def _smaller(schema: Mapping[str, Any], step: Callable[[Mapping[str, Any]], Mapp
         return {"type": "object"}
 
 
-def _strip(schema: Any, *, cut: int) -> Any:
-    """`schema` with each `description` keyword cut to `cut` characters (left out at 0, with `title`, `examples`,
-    `$comment`), walking only where the JSON Schema keywords say subschemas are."""
-    if not isinstance(schema, Mapping):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "description" and isinstance(value, str):
-            if cut:
-                out[key] = value if len(value) <= cut else value[: cut - 1] + "…"
-            continue
-        if cut == 0 and key in ("title", "examples", "$comment"):
-            continue
-        if key in _NAMED_SCHEMAS and isinstance(value, Mapping):
-            out[key] = {name: _strip(sub, cut=cut) for name, sub in value.items()}
-        elif key in _SUBSCHEMAS:
-            out[key] = [_strip(s, cut=cut) for s in value] if isinstance(value, list) else _strip(value, cut=cut)
-        else:
-            out[key] = value
-    return out
-
-
 def _any_object(_schema: Mapping[str, Any]) -> Mapping[str, Any]:
     return {"type": "object"}
 
@@ -231,8 +203,8 @@ def _outline(schema: Mapping[str, Any]) -> dict[str, Any]:
 # Ever smaller forms of an input schema, tried in order: descriptions inside it shortened, then left out (with
 # titles and examples), then only its top-level properties' names and types, then any object.
 _SCHEMA_STEPS: list[tuple[str, Callable[[Mapping[str, Any]], Mapping[str, Any]]]] = [
-    ("descriptions in it shortened", lambda s: _strip(s, cut=SCHEMA_DESCRIPTION_CHARS)),
-    ("descriptions, titles and examples in it left out", lambda s: _strip(s, cut=0)),
+    ("descriptions in it shortened", lambda s: strip_descriptions(s, SCHEMA_DESCRIPTION_CHARS)),
+    ("descriptions, titles and examples in it left out", lambda s: strip_descriptions(s, 0)),
     ("only its top-level properties' names and types kept", _outline),
     ("none kept: the server checks the arguments itself", _any_object),
 ]

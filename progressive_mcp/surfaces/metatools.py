@@ -26,7 +26,7 @@ from progressive_mcp.calls.codemode import execute_definition
 from progressive_mcp.calls.stubs import python_names, tool_stubs
 from progressive_mcp.catalog import TOOL_ANNOTATIONS, Catalog, CatalogTool, _thaw, closest_names
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool, clip
-from progressive_mcp.schema_excerpt import output_view
+from progressive_mcp.schema_excerpt import get_view, output_view
 from progressive_mcp.search import providers
 from progressive_mcp.search.index import Hit, SearchIndex
 from progressive_mcp.search.semantic import semantic_enabled
@@ -330,6 +330,7 @@ class MetaTools:
             self.index = _shared_index(catalog, categories, semantic)
         self._described: dict[str, dict[str, Any]] = {}
         self._output_views: dict[str, dict[str, Any]] = {}
+        self._code_views: dict[str, dict[str, Any]] = {}  # code mode's JSON-schema TOOL_GET entries (`_code_view`)
         self._answer_costs: dict[str, tuple[tuple[str, int], int]] = {}  # see `_costs`
         # readOnlyHint alone: destructiveHint is moot for read-only tools and openWorldHint defaults to true.
         self.definitions = [
@@ -489,10 +490,7 @@ class MetaTools:
             del result["tools"]
             result["stubs"] = tool_stubs(found, self.python_names)
         else:
-            result["tools"] = [
-                {**entry, "outputSchema": self._output_view(tool)} if tool.output_schema is not None else entry
-                for entry, tool in zip(result["tools"], found, strict=True)
-            ]
+            result["tools"] = [self._code_view(tool) for tool in found]
         return result
 
     def tool_get(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -546,6 +544,20 @@ class MetaTools:
             view = self._output_views[tool.name] = output_view(_thaw(tool.output_schema))
         return view
 
+    def _code_view(self, tool: CatalogTool) -> dict[str, Any]:
+        """Code mode's JSON-schema TOOL_GET entry: the definition with the output schema's view, the input schema
+        shortened where the two would overrun the budget (`schema_excerpt.get_view`); built once per tool."""
+        view = self._code_views.get(tool.name)
+        if view is None:
+            if tool.output_schema is None:
+                view = self._describe(tool)
+            else:
+                output = self._output_view(tool)
+                whole = self._build_description(tool, shorten=False)
+                view = {**get_view(whole, len(dumps(output)) + len(',"outputSchema":')), "outputSchema": output}
+            self._code_views[tool.name] = view
+        return view
+
     def _describe(self, tool: CatalogTool) -> dict[str, Any]:
         """TOOL_GET's entry for a tool; built once per tool (results are read-only by convention)."""
         described = self._described.get(tool.name)
@@ -553,14 +565,17 @@ class MetaTools:
             described = self._described[tool.name] = self._build_description(tool)
         return described
 
-    def _build_description(self, tool: CatalogTool) -> dict[str, Any]:
+    def _build_description(self, tool: CatalogTool, *, shorten: bool = True) -> dict[str, Any]:
         definition = tool.definition()
         if tool.annotations == TOOL_ANNOTATIONS:  # a read-only tool, as most are: tools/list says so for all
             del definition["annotations"]  # (so a catalog of reads spends no tokens on them)
         # else kept: the model must see that a tool writes or deletes before it calls it through TOOL_CALL
         definition["category"] = tool.category
         definition["content_hash"] = tool.content_hash[:HASH_CHARS]
-        return definition
+        # Within DESIGN.md's 2,500 tokens for any one TOOL_GET (TOOL_SEARCH's `schemas` attach this view too): a very
+        # large input schema is shortened and says so (`schema_excerpt.get_view`); TOOL_CALL validates against the
+        # whole. Code mode's JSON view, with an output schema besides, has its own (`_code_view`).
+        return get_view(definition) if shorten else definition
 
     def _bad(self, tool_name: str, problem: str, definitions: list[dict[str, Any]] | None = None) -> InvalidArguments:
         schema = next(d["inputSchema"] for d in definitions or self.definitions if d["name"] == tool_name)
