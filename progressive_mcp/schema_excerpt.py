@@ -34,13 +34,11 @@ MAX_QUOTED = 3  # failing arguments quoted at most; the problems list names them
 OUTPUT_VIEW_TOKENS = 600
 NOTE = "Only the arguments in question; TOOL_GET gives the input schema."
 _MEMBER_LISTS = ("anyOf", "oneOf", "allOf")
-# TOOL_GET's entry for one tool, held to DESIGN.md's 2,500 tokens as characters of its JSON text: characters add up
-# exactly and need no vocabulary (the Lambda asset has no tokenizer, and a bound on tokens without one would cut far
-# more there than here). The densest TOOL_GET text of the six documents in ../shared/openapi has 3.05 characters a
-# token (Stripe's PostCustomersCustomerTaxIds, short enum codes; median 4.2-4.5), so 7,000 characters is at most
-# ~2,300 tokens; tests/test_openapi_schemas.py counts every tool of every document with the tokenizer.
-GET_VIEW_CHARS = 7_000
-GET_FRAME_CHARS = 100  # the answer around one entry: its catalog_version and the "tools" list
+# TOOL_GET's entry for one tool within DESIGN.md's 2,500 tokens, its answer's frame (catalog_version, the "tools"
+# list) and code mode's output view included; counted as the other views are (`fits_budget`: the tokenizer, or the
+# Lambda's upper bound without it, ~1.1x on JSON).
+GET_VIEW_TOKENS = 2_500
+GET_FRAME_TOKENS = 30
 SCHEMA_DESCRIPTION_CHARS = 200  # a description inside an input schema too large to send whole
 OUTLINE_DESCRIPTION_CHARS = 60  # a top-level argument's, where only the arguments' names and types would fit
 GET_NOTE = (
@@ -126,27 +124,26 @@ def output_view(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def get_view(entry: dict[str, Any], reserve: int = 0) -> dict[str, Any]:
-    """TOOL_GET's entry for a tool (its definition, category and hash) within GET_VIEW_CHARS of JSON, `reserve`
-    characters left for what is added to it later (code mode's output view). Nearly every tool's entry fits and
-    comes back as it is. Else its input schema is shortened in steps, each tried until one fits: descriptions in it
-    cut, then kept only for the top-level arguments, then deeper levels shown by their type alone, then only the
-    top-level arguments' names and types (`required` is kept at every level shown); a note at the end of the
-    description says which step, and, where even that is over, the description gives way before the note."""
-    spare = GET_VIEW_CHARS - GET_FRAME_CHARS - reserve
+    """TOOL_GET's entry for a tool (its definition, category and hash) within GET_VIEW_TOKENS, `reserve` tokens left
+    for what is added to it later (code mode's output view). Nearly every tool's entry fits and comes back as it is.
+    Else its input schema is shortened in steps, each tried until one fits: descriptions in it cut, then kept only
+    for the top-level arguments, then deeper levels shown by their type alone, then only the top-level arguments'
+    names and types (`required` is kept at every level shown); a note at the end of the description says which
+    step, and, where even that is over, the description gives way before the note."""
+    budget = GET_VIEW_TOKENS - GET_FRAME_TOKENS - reserve
     schema = entry.get("inputSchema")
-    if len(dumps(entry)) <= spare or not isinstance(schema, dict):
+    if not isinstance(schema, dict) or fits_budget(dumps(entry), budget):
         return entry
     description = str(entry.get("description") or "")
     shortened = entry
     for how, candidate in _input_views(schema):
         note = GET_NOTE.format(how=how)
         shortened = {**entry, "inputSchema": candidate, "description": description + note}
-        over = len(dumps(shortened)) - spare
-        if over <= 0:
+        if fits_budget(dumps(shortened), budget):
             return shortened
-    kept = max(len(description) - over - 1, 0)  # JSON escapes may make a cut character cost more than one
-    while kept and len(dumps({**shortened, "description": description[:kept] + "…" + note})) > spare:
-        kept = max(kept - 50, 0)
+    kept = len(description)
+    while kept and not fits_budget(dumps({**shortened, "description": description[:kept] + "…" + note}), budget):
+        kept = max(kept - 100, 0)
     shortened["description"] = (description[:kept] + "…" if kept else "") + note
     return shortened
 

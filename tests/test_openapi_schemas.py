@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from real_documents import REAL, SHARED
 
+from progressive_mcp import tokens
 from progressive_mcp.calls.arguments import prepare_arguments
 from progressive_mcp.catalog import Catalog, _thaw
-from progressive_mcp.schema_excerpt import GET_VIEW_CHARS
 from progressive_mcp.sources import load_catalog_with_report
 from progressive_mcp.surfaces.surface import CallContext, Surface
 from progressive_mcp.tokens import count_tokens
@@ -344,18 +344,20 @@ def large_schema_document(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.parametrize("exact", [True, False], ids=["tokenizer", "no tokenizer (the Lambda's bound)"])
 @pytest.mark.parametrize("mode", ["progressive", "code"])
 def test_tool_get_shortens_an_input_schema_over_its_budget_and_tool_call_still_checks_the_whole(
-    tmp_path: Path, mode: str
+    tmp_path: Path, mode: str, exact: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(tokens, "exact_counts", exact)
     catalog, _ = load_catalog_with_report(large_schema_document(tmp_path))
     whole = _thaw(catalog.get("createThing").input_schema)
-    assert len(json.dumps(whole, separators=(",", ":"))) > 3 * GET_VIEW_CHARS  # far over: several steps are needed
+    assert count_tokens(json.dumps(whole, separators=(",", ":"))) > 3 * MAX_TOOL_GET_TOKENS  # several steps needed
     surface = Surface(catalog, mode=mode)
     args: dict[str, Any] = {"tool_name": "createThing"} | ({"format": "schema"} if mode == "code" else {})
     answer = surface.call_tool_wire("TOOL_GET", args, CONTEXT)
     text = answer["content"][0]["text"]
-    assert len(text) <= GET_VIEW_CHARS and count_tokens(text) <= MAX_TOOL_GET_TOKENS
+    assert count_tokens(text) <= MAX_TOOL_GET_TOKENS
     (entry,) = answer["structuredContent"]["tools"]
     view = entry["inputSchema"]
     assert view != whole

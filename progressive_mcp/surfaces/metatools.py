@@ -30,7 +30,7 @@ from progressive_mcp.schema_excerpt import get_view, output_view
 from progressive_mcp.search import providers
 from progressive_mcp.search.index import Hit, SearchIndex
 from progressive_mcp.search.semantic import semantic_enabled
-from progressive_mcp.tokens import dumps
+from progressive_mcp.tokens import dumps, estimate_tokens
 
 TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL = "TOOL_LIST", "TOOL_SEARCH", "TOOL_GET", "TOOL_CALL"
 META_TOOL_NAMES = (TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_CALL)
@@ -554,7 +554,8 @@ class MetaTools:
             else:
                 output = self._output_view(tool)
                 whole = self._build_description(tool, shorten=False)
-                view = {**get_view(whole, len(dumps(output)) + len(',"outputSchema":')), "outputSchema": output}
+                reserve = estimate_tokens(dumps({"outputSchema": output}))  # an upper bound: no count needed
+                view = {**get_view(whole, reserve), "outputSchema": output}
             self._code_views[tool.name] = view
         return view
 
