@@ -132,20 +132,27 @@ def get_view(entry: dict[str, Any], reserve: int = 0) -> dict[str, Any]:
     step, and, where even that is over, the description gives way before the note."""
     budget = GET_VIEW_TOKENS - GET_FRAME_TOKENS - reserve
     schema = entry.get("inputSchema")
-    if not isinstance(schema, dict) or fits_budget(dumps(entry), budget):
+    if not isinstance(schema, dict) or _within(entry, budget):
         return entry
     description = str(entry.get("description") or "")
     shortened = entry
     for how, candidate in _input_views(schema):
         note = GET_NOTE.format(how=how)
         shortened = {**entry, "inputSchema": candidate, "description": description + note}
-        if fits_budget(dumps(shortened), budget):
+        if _within(shortened, budget):
             return shortened
     kept = len(description)
-    while kept and not fits_budget(dumps({**shortened, "description": description[:kept] + "…" + note}), budget):
+    while kept and not _within({**shortened, "description": description[:kept] + "…" + note}, budget):
         kept = max(kept - 100, 0)
     shortened["description"] = (description[:kept] + "…" if kept else "") + note
     return shortened
+
+
+def _within(entry: dict[str, Any], budget: int) -> bool:
+    """Whether an entry's JSON is within `budget` tokens: by the tokenizer's upper bound first, which loads no
+    vocabulary (loading cl100k's takes ~0.5 s, which a first TOOL_GET should not wait for), then by `fits_budget`."""
+    text = dumps(entry)
+    return estimate_tokens(text) <= budget or fits_budget(text, budget)
 
 
 def _input_views(schema: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
