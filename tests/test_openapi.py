@@ -777,7 +777,7 @@ def test_the_garbage_collector_runs_again_after_a_load_as_it_did_before(tmp_path
 def test_yaml_is_read_as_pyyaml_reads_it(text: str) -> None:
     """The loader builds a file without anchors in one pass of its own: the same data (and errors) as PyYAML's
     constructor."""
-    from progressive_mcp.sources.openapi import _Yaml12Loader
+    from progressive_mcp.sources.openapi_documents import Yaml12Loader as _Yaml12Loader
 
     class PyYamlBuilt(_Yaml12Loader):
         def construct_document(self, node: yaml.Node) -> Any:

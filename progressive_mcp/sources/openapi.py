@@ -27,26 +27,23 @@ The rules (docs/openapi.md says them for users):
   OpenAPI 3.0's `nullable`, boolean `exclusiveMinimum`, `example` and Swagger's `x-nullable` are translated;
   read-only members leave request schemas and write-only members leave answers.
 - annotations from the method; output schema from the first 2xx JSON answer.
+
+Reading the files and following `$ref`s is `openapi_documents`, converting schemas `openapi_schemas`, and making
+prose fit (HTML, cuts) `openapi_prose`; this module makes operations into tools and the document into a catalog.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import os
 import re
-from collections import Counter, deque
-from collections.abc import Hashable, Mapping
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal
-from urllib.parse import parse_qsl, unquote, urldefrag, urljoin, urlsplit
-
-import yaml
-from referencing import Registry, Resource, Specification
-from referencing.exceptions import Unresolvable
+from typing import Any, Literal
+from urllib.parse import parse_qsl
 
 from progressive_mcp.catalog import (
     Api,
@@ -61,9 +58,11 @@ from progressive_mcp.catalog import (
 )
 from progressive_mcp.collector import collector_paused
 from progressive_mcp.errors import SpecError
-from progressive_mcp.sources.bounded_yaml import AliasExpansionError, BoundedAliases
 from progressive_mcp.sources.filters import Filter, keep, slug, unknown_tag_help
 from progressive_mcp.sources.loaded import note_read
+from progressive_mcp.sources.openapi_documents import MAX_FILE_BYTES, Documents, Place, Problem, Resolver, parse_text
+from progressive_mcp.sources.openapi_prose import first_sentence, trim
+from progressive_mcp.sources.openapi_schemas import MAX_DEPTH, MAX_INNER_DESCRIPTION, MAX_SCHEMA_NODES, SchemaConverter
 
 UPSTREAM_KEY_ENV = "PMCP_UPSTREAM_KEY"
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -71,17 +70,8 @@ MAX_NAME = 64
 MAX_SUMMARY = 120
 MAX_TITLE = 200
 MAX_DESCRIPTION = 1_000  # a tool's description: the first ~250 tokens of what the document says
-MAX_INNER_DESCRIPTION = 200  # a property's description inside a schema
 MAX_CATEGORY_DESCRIPTION = 300
-MAX_DEPTH = 8  # nesting of objects and arrays kept in a schema; deeper parts are cut with a note
-# Schema objects kept for one tool's arguments, and for its answer; the rest are cut with a note. OpenAI's chat
-# completion body inlines to ~30,000 tokens without it; with it, the largest tool definition is ~5,000.
-MAX_SCHEMA_NODES = 300
-CUT_NOTE = "(not expanded here: nested too deeply or too large)"
-MAX_CUT_ENUM = 10  # a cut scalar keeps an enum this short: it may be what tells a oneOf's options apart
 MAX_EXAMPLE_CHARS = 2_000  # an answer's example is kept (for the offline upstream) when it is this small
-MAX_FILE_BYTES = 64 * 1024 * 1024
-MAX_REF_HOPS = 32
 # Parameters that carry credentials when a document declares security but not as an apiKey scheme (Slack's
 # `token`), when the parameter's description says so too: the server sends the key itself, so the model never sees
 # or fills them.
@@ -89,16 +79,6 @@ _CREDENTIAL_WORDS = re.compile(r"\b(auth\w*|credentials?|api[ _-]?keys?|access[ 
 CREDENTIAL_NAMES = frozenset({"authorization", "token", "access_token", "api_key", "apikey", "api-key", "x-api-key"})
 # OpenAPI 3: header parameters with these names "SHALL be ignored" (the content type and auth say them).
 IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
-JSON_KEYWORDS = frozenset(
-    {
-        "type", "enum", "const", "default", "format", "pattern", "minimum", "maximum", "exclusiveMinimum",
-        "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "minItems", "maxItems", "uniqueItems",
-        "minProperties", "maxProperties", "required", "properties", "additionalProperties", "items", "prefixItems",
-        "allOf", "oneOf", "anyOf", "not", "title", "description", "examples", "deprecated", "patternProperties",
-        "contentMediaType", "contentEncoding",
-    }
-)  # fmt: skip
-SCHEMA_LISTS = ("allOf", "oneOf", "anyOf", "prefixItems")
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 _ARG_CHARS = re.compile(r"[^A-Za-z0-9_]+")
 _VERSION = re.compile(r"^v\d+(\.\d+)*$|^api$|^\d+([.-]\d+)*$", re.IGNORECASE)  # v2, api, 2010-04-01, 1.0
@@ -106,15 +86,6 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # A tag made by a generator from the API's version and a resource (Twilio's `Api20100401Call`): no category name.
 _VERSIONED_TAG = re.compile(r"\d{4,}")
 OTHER_CATEGORY = "other"
-_FIRST_SENTENCE = re.compile(r"^(.+?[.!?])(\s|$)", re.DOTALL)
-_MARKDOWN_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
-# HTML elements that appear in API prose; any other `<word>` is text (a placeholder, Twilio's TwiML `<Dial>`).
-_PROSE_ELEMENTS = (
-    "a|abbr|b|big|blockquote|br|center|cite|code|dd|del|dfn|div|dl|dt|em|font|h[1-6]|hr|i|img|ins|kbd|li|mark|nobr|ol"
-    "|p|pre|q|s|samp|small|span|strike|strong|sub|sup|table|tbody|td|tfoot|th|thead|tr|tt|u|ul|var|wbr"
-)
-_HTML_TAG = re.compile(rf"</?(?:{_PROSE_ELEMENTS})(?:\s[^<>]*)?/?>", re.IGNORECASE)
-_OTHER_TAG = re.compile(rf"<(?!/?(?:{_PROSE_ELEMENTS})(?:\s[^<>]*)?/?>)", re.IGNORECASE)
 
 
 def is_openapi(data: Any) -> bool:
@@ -165,577 +136,6 @@ def counted(number: int, word: str, plural: str | None = None) -> str:
     return f"{number} {plural or (word[:-1] + 'ies' if word.endswith('y') else word + 's')}"
 
 
-# --- reading and resolving -------------------------------------------------------------------------------------
-
-
-class _Documents:
-    """Parsed files by URI, read on first use, inside the entry document's folder only."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.files: dict[str, Any] = {}
-        self._folders: dict[str, Path] = {}  # a folder as written in URIs -> its real path (symlinks followed)
-
-    def read(self, uri: str) -> Any:
-        if uri in self.files:
-            return self.files[uri]
-        parts = urlsplit(uri)
-        if parts.scheme != "file":
-            raise _Problem(f"{uri} is not a local file (documents are read offline; remote $refs are not fetched)")
-        path = self._real(unquote(parts.path))
-        if not path.is_relative_to(self.root):
-            raise _Problem(f"{path} is outside the document's folder {self.root}")
-        if not path.is_file():
-            raise _Problem(f"{path.relative_to(self.root)} does not exist")
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise _Problem(f"{path.name} is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB")
-        text = path.read_text(encoding="utf-8")
-        note_read(path, text, resolved=True)  # a catalog loaded from it is reused only while this text is unchanged
-        data = parse_text(text, path.name)
-        self.files[uri] = data
-        return data
-
-    def resource(self, uri: str) -> Resource[Any]:
-        """A file as `referencing` retrieves it."""
-        return Specification.OPAQUE.create_resource(self.read(uri))
-
-    def _real(self, written: str) -> Path:
-        """`Path(written).resolve()`, with each folder resolved once: a big document's files share a few folders,
-        and resolving walks (lstat) every component of the path."""
-        folder, name = os.path.split(written)
-        if name in ("", ".", ".."):
-            return Path(written).resolve()
-        real_folder = self._folders.get(folder)
-        if real_folder is None:
-            real_folder = self._folders[folder] = Path(folder or ".").resolve()
-        path = real_folder / name
-        return path.resolve() if path.is_symlink() else path
-
-
-def parse_text(text: str, source: str) -> Any:
-    """YAML or JSON (JSON is YAML, but the JSON parser is ~20x faster on big documents)."""
-    stripped = text.lstrip()
-    try:
-        if stripped.startswith(("{", "[")):
-            try:
-                return json.loads(text)
-            except ValueError:
-                pass  # YAML flow style, perhaps
-        return yaml.load(text, Loader=_Yaml12Loader)  # a safe loader, with YAML 1.2's scalars
-    except AliasExpansionError as exc:
-        raise _Problem(f"{source}: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise _Problem(f"{source}: not valid YAML or JSON{where}: {getattr(exc, 'problem', None) or exc}") from None
-    except RecursionError:
-        raise _Problem(f"{source}: nested too deeply to read") from None
-
-
-_YAML11_ONLY = frozenset({"tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp"})
-
-
-class _Yaml12Loader(BoundedAliases, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """PyYAML's safe loader (alias expansion bounded) with YAML 1.2's booleans: OpenAPI documents are YAML 1.2,
-    where `off`, `on`, `yes` and `no` are strings (DigitalOcean's droplet status enum has `off`; YAML 1.1 would
-    make it `false`), and `2020-01-01` is a string too (JSON has no dates: a date object would break every answer
-    that carries it)."""
-
-    yaml_implicit_resolvers: ClassVar[dict[Any, list[Any]]] = {
-        first: [(tag, regexp) for tag, regexp in resolvers if tag not in _YAML11_ONLY]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
-
-    def construct_document(self, node: yaml.Node) -> Any:
-        """The data of a file without aliases (`anchored` False: its nodes form a tree), built in one pass:
-        strings, mappings and sequences directly, any other node by PyYAML's own constructor. The same data as
-        PyYAML's, which builds every node through a generator and a memo (~0.1 of DigitalOcean's 1.3 CPU-s); a
-        file with anchors is left to it (an aliased node is built once and shared)."""
-        if self.anchored:
-            return super().construct_document(node)
-        try:
-            return self._tree(node)
-        finally:  # what PyYAML's construct_document resets once a document is built
-            self.constructed_objects: dict[Any, Any] = {}
-            self.recursive_objects: dict[Any, Any] = {}
-            self.deep_construct = False
-
-    def _tree(self, node: yaml.Node) -> Any:
-        kind = type(node)
-        if kind is yaml.ScalarNode and node.tag == _STR_TAG:
-            return node.value
-        if kind is yaml.SequenceNode and node.tag == _SEQ_TAG:
-            return [self._tree(child) for child in node.value]
-        if kind is yaml.MappingNode and node.tag == _MAP_TAG and not any(k.tag in _MERGING for k, _ in node.value):
-            mapping = {}
-            for key_node, value_node in node.value:
-                key = self._tree(key_node)
-                if not isinstance(key, Hashable):
-                    raise yaml.constructor.ConstructorError(
-                        "while constructing a mapping", node.start_mark, "found unhashable key", key_node.start_mark
-                    )
-                mapping[key] = self._tree(value_node)
-            return mapping
-        return self.construct_object(node, deep=True)
-
-
-_STR_TAG, _SEQ_TAG, _MAP_TAG = "tag:yaml.org,2002:str", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
-_MERGING = frozenset({"tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"})  # keys PyYAML's mappings rewrite
-
-
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-
-
-class _Problem(Exception):
-    """Why one part of a document cannot be used (the caller adds the operation and pointer)."""
-
-
-class _At:
-    """A place in the documents: the resolver (for relative $refs), the file's URI and the JSON pointer there.
-
-    The conversion makes one for every member of every schema it reads (DigitalOcean: ~70,000), and only a
-    message or a note reads the pointer: a child keeps its parent and keys, and writes its pointer when asked."""
-
-    __slots__ = ("_keys", "_parent", "_pointer", "resolver", "uri")
-
-    def __init__(
-        self, resolver: Any, uri: str, pointer: str | None, parent: _At | None = None, keys: tuple[str | int, ...] = ()
-    ) -> None:
-        self.resolver = resolver
-        self.uri = uri
-        self._pointer = pointer
-        self._parent = parent
-        self._keys = keys
-
-    @property
-    def pointer(self) -> str:
-        if self._pointer is None:
-            assert self._parent is not None
-            pointer = self._parent.pointer
-            for key in self._keys:
-                pointer += "/" + str(key).replace("~", "~0").replace("/", "~1")
-            self._pointer = pointer
-            self._parent = None
-        return self._pointer
-
-    def child(self, *keys: str | int) -> _At:
-        return _At(self.resolver, self.uri, None, self, keys)
-
-    def where(self, root_uri: str) -> str:
-        name = "" if self.uri == root_uri else self.uri.rsplit("/", 1)[-1]
-        return f"{name}#{self.pointer}"
-
-
-class _Resolver:
-    def __init__(self, documents: _Documents, root_uri: str, root: Any) -> None:
-        self.documents = documents
-        self.root_uri = root_uri
-        documents.files[root_uri] = root
-        # The registry reads files through `documents`, not through this resolver: a resolver the registry held
-        # would be a cycle, and everything the load read (every parsed file) would wait for the cyclic collector.
-        registry: Registry[Any] = Registry(retrieve=documents.resource).with_resource(  # type: ignore[call-arg]
-            root_uri, Specification.OPAQUE.create_resource(root)
-        )
-        self.start = _At(registry.resolver(root_uri), root_uri, "")
-        # (file, $ref) -> where it leads: a big document names the same components hundreds of thousands of times
-        # (Stripe: ~500,000 lookups for ~70,000 distinct hops), and a lookup with its URL joins costs ~20 us.
-        self._hops: dict[tuple[str, str], tuple[Any, _At, str]] = {}
-
-    def deref(self, node: Any, at: _At) -> tuple[Any, _At, str | None]:
-        """Follow `$ref`s from `node` to what they point at; returns it, its place, and the last ref's absolute
-        URI (None when `node` was no reference)."""
-        target: str | None = None
-        hops = 0
-        while isinstance(node, dict) and isinstance(node.get("$ref"), str):
-            ref = node["$ref"]
-            hops += 1
-            if hops > MAX_REF_HOPS:
-                raise _Problem(f"$ref chain longer than {MAX_REF_HOPS} at {at.where(self.root_uri)}")
-            hop = self._hops.get((at.uri, ref))
-            if hop is not None:
-                node, at, target = hop
-                continue
-            target = urljoin(at.uri, ref)
-            try:
-                resolved = at.resolver.lookup(ref)
-            except _Problem as exc:
-                raise _Problem(f"$ref {ref!r} at {at.where(self.root_uri)}: {exc}") from None
-            except Unresolvable as exc:
-                cause: BaseException | None = exc
-                while cause is not None and not isinstance(cause, _Problem):  # referencing wraps what retrieve raised
-                    cause = cause.__cause__ or cause.__context__
-                detail = str(cause) if cause else "cannot be resolved (no such place in the document)"
-                raise _Problem(f"$ref {ref!r} at {at.where(self.root_uri)}: {detail}") from None
-            uri, fragment = urldefrag(target)
-            place = _At(resolved.resolver, uri, fragment)
-            self._hops[(at.uri, ref)] = (resolved.contents, place, target)
-            node, at = resolved.contents, place
-        return node, at, target
-
-
-# --- schemas ---------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    """A schema object waiting its turn in the breadth-first conversion, and the dict its output goes into."""
-
-    node: Any
-    at: _At
-    depth: int
-    stack: tuple[str, ...]  # the $refs being expanded above it (to cut recursion)
-    out: dict[str, Any]
-
-
-class _SchemaConverter:
-    """OpenAPI schema objects → self-contained JSON Schema 2020-12 (references inlined, bounded)."""
-
-    def __init__(self, refs: _Resolver, dialect: Literal["2.0", "3.0", "3.1"], notes: list[str]) -> None:
-        self.refs = refs
-        self.dialect = dialect
-        self.notes = notes
-        self.cut = 0
-        self.operation = ""  # the operation being converted, for notes
-        self.coerced: dict[str, str] = {}  # place → note, for enums and defaults read as their declared type
-        # A schema converted with a budget of its own (an answer's), by where it is and what $ref led there: the
-        # conversion is a function of these alone, so operations sharing an answer (DigitalOcean: 546 answers, 395
-        # schemas) convert it once. With the parts it cut, which count again at every use.
-        self._whole: dict[tuple[str, str, str | None, str], tuple[dict[str, Any], int]] = {}
-
-    def convert(
-        self, node: Any, at: _At, side: Literal["request", "response"], budget: list[int] | None = None
-    ) -> dict[str, Any]:
-        """`budget`: schema objects left for the tool (shared by all its arguments), counted down. The budget is
-        spent breadth first: every member of the top object is described (with its type) before any member's
-        members, so what a cut loses is the deepest parts, not the last fields. Without a budget, a fresh one:
-        the result is converted once per place (`_whole`). The top object returned is the caller's to change;
-        what it holds is shared and must not be changed."""
-        if budget is not None:
-            return self._convert(node, at, side, budget)
-        try:
-            _, place, target = self.refs.deref(node, at)
-        except _Problem:
-            return self._convert(node, at, side, [MAX_SCHEMA_NODES])  # raises the same problem, where it is
-        key = (place.uri, place.pointer, target, side)
-        known = self._whole.get(key)
-        if known is None:
-            cut = self.cut
-            converted = self._convert(node, at, side, [MAX_SCHEMA_NODES])
-            known = self._whole[key] = (converted, self.cut - cut)
-        else:
-            # Its notes (`coerced`) were taken the first time, at the same places; a later use adds none.
-            self.cut += known[1]
-        return dict(known[0])
-
-    def _convert(self, node: Any, at: _At, side: Literal["request", "response"], budget: list[int]) -> dict[str, Any]:
-        self.loosened: set[int] = set()  # id()s of the parts cut here (alive in the tree until it is returned)
-        root: dict[str, Any] = {}
-        pending: deque[_Pending] = deque([_Pending(node, at, 0, (), root)])
-        filled: list[tuple[dict[str, Any], dict[str, Any], _At]] = []
-        while pending:
-            done = self._fill(pending.popleft(), side, budget, pending)
-            if done is not None:
-                filled.append(done)
-        for raw, out, place in reversed(filled):  # members before the objects that hold them, as depth first would
-            self._finish(raw, out, place)
-        return root
-
-    def _fill(
-        self, task: _Pending, side: str, budget: list[int], pending: deque[_Pending]
-    ) -> tuple[dict[str, Any], dict[str, Any], _At] | None:
-        """Converts one schema object into `task.out`, queueing its subschemas (each an empty dict in place,
-        filled when its turn comes); returns (the object, its output, its place) when it needs finishing."""
-        node, at, target = self.refs.deref(task.node, task.at)
-        depth, stack, out = task.depth, task.stack, task.out
-        name = target.rsplit("/", 1)[-1] if target else None
-        if target is not None and target in stack:
-            self.cut += 1
-            out.update({"type": "object", "description": f"A {name} (recursive; not expanded further)."})
-            self.loosened.add(id(out))
-            return None
-        if node is True or node == {}:
-            return None
-        if node is False:
-            out["not"] = {}
-            return None
-        if not isinstance(node, dict):
-            raise _Problem(f"a schema must be an object, not {type(node).__name__} ({at.where(self.refs.root_uri)})")
-        budget[0] -= 1
-        if depth > MAX_DEPTH or budget[0] < 0:
-            self.cut += 1
-            out.update(self._cut(node, at))
-            self.loosened.add(id(out))
-            return None
-        stack = (*stack, target) if target else stack
-
-        def later(sub: Any, sub_at: _At) -> dict[str, Any]:
-            placeholder: dict[str, Any] = {}
-            pending.append(_Pending(sub, sub_at, depth + 1, stack, placeholder))
-            return placeholder
-
-        for key, value in node.items():
-            if key in ("properties", "patternProperties"):
-                value, members_at, _ = self.refs.deref(value, at.child(key))  # a whole map may be a $ref
-                if not isinstance(value, dict):
-                    raise _Problem(f"{key} must be an object ({members_at.where(self.refs.root_uri)})")
-                props = {}
-                for prop, sub in value.items():
-                    resolved, _, _ = self.refs.deref(sub, members_at.child(prop))
-                    if isinstance(resolved, dict) and resolved.get("readOnly" if side == "request" else "writeOnly"):
-                        continue
-                    props[prop] = later(sub, members_at.child(prop))
-                out[key] = props
-            elif key in ("items", "additionalProperties", "not") and isinstance(value, dict):
-                out[key] = later(value, at.child(key))
-            elif key == "items" and isinstance(value, list):  # Swagger/OpenAPI 3.0 never allow it; JSON Schema 4 did
-                out["prefixItems"] = [later(v, at.child(key, i)) for i, v in enumerate(value)]
-            elif key in SCHEMA_LISTS and isinstance(value, list):
-                out[key] = [later(v, at.child(key, i)) for i, v in enumerate(value)]
-            elif key == "description" and isinstance(value, str):
-                out[key] = trim(value, MAX_INNER_DESCRIPTION)
-            elif key == "required" and isinstance(value, list):
-                out[key] = list(dict.fromkeys(v for v in value if isinstance(v, str)))
-            elif key == "type" and isinstance(value, str | list):
-                out[key] = "string" if value == "file" else value  # Swagger's file (a form upload)
-            elif key in JSON_KEYWORDS and key not in ("examples", "exclusiveMinimum", "exclusiveMaximum"):
-                out[key] = value
-        if name and "title" not in out and ("properties" in out or out.get("type") == "object"):
-            out["title"] = _component_name(name)  # what code-mode stubs name its class ("Customer")
-        return node, out, at
-
-    def _cut(self, node: dict[str, Any], at: _At) -> dict[str, Any]:
-        """What stands for a part left out: its type (a union's member types), so a field keeps its type."""
-        cut: dict[str, Any] = {"description": CUT_NOTE}
-        kinds: list[str] = []
-        for member in [node] if "type" in node else [m for k in ("anyOf", "oneOf") for m in node.get(k) or []]:
-            try:
-                resolved, _, _ = self.refs.deref(member, at)
-            except _Problem:
-                return cut
-            kind = resolved.get("type") if isinstance(resolved, dict) else None
-            if kind is None:  # a member of unknown type: no type can be said for the whole
-                return cut
-            for one in kind if isinstance(kind, list) else [kind]:
-                one = "string" if one == "file" else str(one)
-                if one not in kinds:
-                    kinds.append(one)
-        if (node.get("nullable") is True or node.get("x-nullable") is True) and kinds and "null" not in kinds:
-            kinds.append("null")
-        if kinds:
-            cut["type"] = kinds[0] if len(kinds) == 1 else kinds
-        if kinds and not {"object", "array"} & set(kinds):  # a scalar loses nothing a caller must know: no note
-            del cut["description"]
-            if isinstance(node.get("format"), str):
-                cut["format"] = node["format"]
-            enum = node.get("enum")
-            if "const" in node and _of_type(node["const"], kinds):
-                cut["const"] = node["const"]
-            elif isinstance(enum, list) and 0 < len(enum) <= MAX_CUT_ENUM and all(_of_type(v, kinds) for v in enum):
-                cut["enum"] = enum
-        return cut
-
-    def _finish(self, node: dict[str, Any], out: dict[str, Any], at: _At) -> None:
-        """What needs an object's members converted first: translations, merged `allOf`s, `required`."""
-        self._coerce(out, at)
-        self._translate(node, out)
-        _merge_all_of(out)
-        if "properties" in out and "required" in out:  # members dropped as read/write-only are not required
-            out["required"] = [r for r in out["required"] if r in out["properties"] or "additionalProperties" in out]
-            if not out["required"]:
-                del out["required"]
-
-    def _coerce(self, out: dict[str, Any], at: _At) -> None:
-        """An `enum` or `default` that contradicts the schema's own `type` (`type: integer` with `enum: ["1",
-        "2"]`, a common slip that would make every value invalid) converted to that type when the conversion is
-        exact, else dropped; either way a note names the operation and the place (once per place)."""
-        kinds = out.get("type")
-        kinds = [kinds] if isinstance(kinds, str) else kinds
-        if not isinstance(kinds, list) or not kinds or ("enum" not in out and "default" not in out):
-            return
-        changes = []
-        if isinstance(out.get("enum"), list) and any(not _of_type(v, kinds) for v in out["enum"] if v is not None):
-            converted = [v if v is None else _as_type(v, kinds) for v in out["enum"]]
-            if any(v is _INEXACT for v in converted):
-                changes.append(f"enum {_short(out.pop('enum'))} dropped (not all {'/'.join(kinds)})")
-            else:
-                changes.append(f"enum {_short(out['enum'])} read as {_short(converted)}")
-                out["enum"] = list(dict.fromkeys(converted))
-        if "default" in out and out["default"] is not None and not _of_type(out["default"], kinds):
-            converted_default = _as_type(out["default"], kinds)
-            if converted_default is _INEXACT:
-                changes.append(f"default {_short(out.pop('default'))} dropped (not {'/'.join(kinds)})")
-            else:
-                changes.append(f"default {_short(out['default'])} read as {_short(converted_default)}")
-                out["default"] = converted_default
-        where = at.where(self.refs.root_uri)
-        if changes and where not in self.coerced:
-            self.coerced[where] = f"{self.operation}: {where} is {'/'.join(kinds)}: {'; '.join(changes)}"
-
-    def _translate(self, node: dict[str, Any], out: dict[str, Any]) -> None:
-        """The OpenAPI 3.0 / Swagger keywords that JSON Schema 2020-12 spells differently."""
-        for bound in ("Minimum", "Maximum"):
-            exclusive = node.get(f"exclusive{bound}")
-            if isinstance(exclusive, bool):  # 3.0/2.0: a flag on minimum/maximum
-                value = node.get(bound.lower())
-                if exclusive and isinstance(value, int | float):
-                    out[f"exclusive{bound}"] = value
-                    out.pop(bound.lower(), None)
-            elif isinstance(exclusive, int | float):
-                out[f"exclusive{bound}"] = exclusive
-        if self.dialect == "3.1" and isinstance(node.get("examples"), list):
-            pass  # examples are left out of schemas: they cost tokens on every TOOL_GET
-        options = out.get("oneOf")
-        if isinstance(options, list) and (
-            isinstance(node.get("discriminator"), dict)
-            or any(id(option) in self.loosened for option in options)
-            or any(option in options[:i] for i, option in enumerate(options))
-        ):
-            # "Exactly one option fits" cannot hold where the discriminator is what chooses (OpenAPI; options that
-            # extend one another, as DigitalOcean's droplet_action and its snapshot form, both fit every value),
-            # nor where a cut option (looser than the document's) or two equal ones fit the same values: a oneOf
-            # would refuse every value. anyOf checks the same options.
-            del out["oneOf"]
-            if "anyOf" in out:  # both: each must hold
-                out["allOf"] = [*out.get("allOf", []), {"anyOf": options}]
-            else:
-                out["anyOf"] = options
-        nullable = node.get("nullable") is True or node.get("x-nullable") is True
-        if nullable and self.dialect != "3.1":
-            kind = out.get("type")
-            if isinstance(kind, str):
-                out["type"] = [kind, "null"]
-                if "enum" in out and None not in out["enum"]:
-                    out["enum"] = [*out["enum"], None]
-            elif kind is None:
-                inner = dict(out)
-                out.clear()
-                out["anyOf"] = [inner, {"type": "null"}]
-
-
-_INEXACT = object()  # a value with no exact equivalent in the declared type
-_JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": int | float, "boolean": bool, "object": dict,
-                               "array": list, "null": type(None)}  # fmt: skip
-_INTEGER_TEXT = re.compile(r"^[+-]?\d+$")
-
-
-def _component_name(ref_tail: str) -> str:
-    """The name a `$ref` gives what it points at: "Customer" from `#/components/schemas/Customer`, "droplet"
-    from `models/droplet.yml`."""
-    return re.sub(r"\.(ya?ml|json)$", "", unquote(ref_tail), flags=re.IGNORECASE)
-
-
-def _of_type(value: Any, kinds: list[str]) -> bool:
-    if isinstance(value, bool):
-        return "boolean" in kinds
-    if isinstance(value, float) and value.is_integer() and "integer" in kinds:
-        return False  # 2.0 for an integer: read as 2
-    return any(kind in _JSON_TYPES and isinstance(value, _JSON_TYPES[kind]) for kind in kinds)
-
-
-def _as_type(value: Any, kinds: list[str]) -> Any:
-    """`value` as the first of `kinds` it converts to exactly ("4" → 4, 2.0 → 2, "true" → True, 7 → "7"), or
-    _INEXACT."""
-    for kind in kinds:
-        if kind == "integer":
-            if isinstance(value, str) and _INTEGER_TEXT.match(value.strip()):
-                return int(value.strip())
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-        elif kind == "number" and isinstance(value, str):
-            try:
-                number = float(value) if any(c in value for c in ".eE") else int(value)
-            except ValueError:
-                continue
-            if isinstance(number, int) or (number == number and abs(number) != float("inf")):
-                return number
-        elif kind == "boolean" and isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-        elif kind == "string" and isinstance(value, bool):
-            return "true" if value else "false"
-        elif kind == "string" and isinstance(value, int | float):
-            return str(value)
-    return _INEXACT
-
-
-def _short(value: Any) -> str:
-    return trim(json.dumps(value, default=str), 80)
-
-
-def _merge_all_of(schema: dict[str, Any]) -> None:
-    """`allOf` of plain objects merged into one object (members, required), as most documents mean it and as
-    models and typed stubs read best; left alone when members overlap or carry anything else."""
-    parts = schema.get("allOf")
-    if not isinstance(parts, list) or not parts:
-        return
-    allowed = {"type", "properties", "required", "description", "title"}
-    if not all(isinstance(p, dict) and set(p) <= allowed and p.get("type", "object") == "object" for p in parts):
-        return
-    names = [name for p in parts for name in p.get("properties", {})]
-    if len(names) != len(set(names)) or set(schema) - {"allOf", "description", "title", "type"}:
-        return
-    del schema["allOf"]
-    schema["type"] = "object"
-    schema["properties"] = {k: v for p in parts for k, v in p.get("properties", {}).items()}
-    required = [r for p in parts for r in p.get("required", [])]
-    if required:
-        schema["required"] = list(dict.fromkeys(required))
-    for key in ("description", "title"):
-        if key not in schema:
-            found = next((p[key] for p in parts if key in p), None)
-            if found is not None:
-                schema[key] = found
-
-
-# A document's shared components repeat their descriptions in every tool that inlines them (DigitalOcean: 19,090
-# calls, 5,002 distinct texts).
-@functools.lru_cache(maxsize=8192)
-def trim(text: str, limit: int) -> str:
-    """HTML made Markdown, whitespace collapsed, markdown links reduced to their text, cut at a word boundary with
-    "…" (never inside a code span: an unpaired backtick left by the cut goes)."""
-    text = " ".join(_MARKDOWN_LINK.sub(r"\1", html_to_markdown(text)).split())
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
-    if cut.count("`") % 2:
-        cut = cut[::-1].replace("`", "", 1)[::-1].rstrip()
-    return cut + "…"
-
-
-def first_sentence(text: str, limit: int) -> str:
-    text = " ".join(_MARKDOWN_LINK.sub(r"\1", html_to_markdown(text)).split()).lstrip("#* ")
-    match = _FIRST_SENTENCE.match(text)
-    return trim(match.group(1) if match else text, limit)
-
-
-def html_to_markdown(text: str) -> str:
-    """`text` with its HTML (Stripe's `<p>`, `<code>`, `<a href>`; Spotify's `<br/>`) as Markdown, by markdownify;
-    text without HTML is returned as it is, and markdownify is imported only for a text that has some. A `<word>`
-    that is no HTML element (Twilio's `<Dial>` verb, `<api_key>` placeholders) stays as written."""
-    if _HTML_TAG.search(text) is None:
-        return text
-    return _converted(text)
-
-
-@functools.lru_cache(maxsize=4096)  # a document repeats the same descriptions in every schema that inlines them
-def _converted(text: str) -> str:
-    from markdownify import markdownify
-
-    kept = _OTHER_TAG.sub(lambda m: "&lt;" + m.group(0)[1:], text.replace("&", "&amp;"))
-    kept = re.sub(r"&amp;(#?\w+;)", r"&\1", kept)  # entities the document wrote stay entities
-    return str(
-        markdownify(
-            kept,
-            heading_style="ATX",
-            escape_underscores=False,
-            escape_asterisks=False,
-            escape_misc=False,
-            strip=["img"],
-        )
-    )
-
-
 # --- operations ------------------------------------------------------------------------------------------------
 
 
@@ -747,7 +147,7 @@ class _Built:
 
 
 class _Converter:
-    def __init__(self, document: dict[str, Any], refs: _Resolver, report: OpenApiReport) -> None:
+    def __init__(self, document: dict[str, Any], refs: Resolver, report: OpenApiReport) -> None:
         self.doc = document
         self.refs = refs
         self.report = report
@@ -755,7 +155,7 @@ class _Converter:
         self.dialect: Literal["2.0", "3.0", "3.1"] = (
             "2.0" if version.startswith("2") else "3.1" if version.startswith("3.1") else "3.0"
         )
-        self.schemas = _SchemaConverter(refs, self.dialect, report.notes)
+        self.schemas = SchemaConverter(refs, self.dialect, report.notes)
         self.auth, self.auth_options, self.auth_params = self._security()
         self.budget = [MAX_SCHEMA_NODES]  # what is left of the tool being built's argument schemas
         self.scope = path_scope([str(p) for p in _dict(document.get("paths"))])
@@ -825,7 +225,7 @@ class _Converter:
         for name in wanted:
             try:
                 scheme, _, _ = self.refs.deref(schemes.get(name), at.child(name))
-            except _Problem as exc:
+            except Problem as exc:
                 self.report.notes.append(f"security scheme {name}: {exc}")
                 continue
             if not isinstance(scheme, dict):
@@ -857,7 +257,7 @@ class _Converter:
             description = tag.get("description")
             try:
                 description, _, _ = self.refs.deref(description, at.child(i, "description"))
-            except _Problem:
+            except Problem:
                 description = None
             text = tag["name"]
             if isinstance(description, str) and description.strip():
@@ -868,7 +268,7 @@ class _Converter:
     # one operation --------------------------------------------------------------------------------------------
 
     def tool(
-        self, name: str, method: str, path: str, operation: dict[str, Any], shared: tuple[Any, _At], at: _At
+        self, name: str, method: str, path: str, operation: dict[str, Any], shared: tuple[Any, Place], at: Place
     ) -> tuple[CatalogTool, str]:
         """The tool for one operation, and its category (its tag, or the path's first segment). `shared`: the
         path item's parameters and their place. A path with a query (OpenAI's `/responses/{id}?beta=true`) is
@@ -918,18 +318,18 @@ class _Converter:
             category,
         )
 
-    def _params(self, path: str, operation: dict[str, Any], shared: tuple[Any, _At], at: _At) -> _Built:
-        merged: dict[tuple[str, str], tuple[dict[str, Any], _At]] = {}
-        body_param: tuple[dict[str, Any], _At] | None = None
-        form_params: list[tuple[dict[str, Any], _At]] = []
+    def _params(self, path: str, operation: dict[str, Any], shared: tuple[Any, Place], at: Place) -> _Built:
+        merged: dict[tuple[str, str], tuple[dict[str, Any], Place]] = {}
+        body_param: tuple[dict[str, Any], Place] | None = None
+        form_params: list[tuple[dict[str, Any], Place]] = []
         sources = [shared, (operation.get("parameters") or [], at.child("parameters"))]
         for items, base in sources:
             if not isinstance(items, list):
-                raise _Problem(f"parameters must be a list ({base.where(self.refs.root_uri)})")
+                raise Problem(f"parameters must be a list ({base.where(self.refs.root_uri)})")
             for i, raw in enumerate(items):
                 param, param_at, _ = self.refs.deref(raw, base.child(i))
                 if not isinstance(param, dict) or not isinstance(param.get("name"), str) or "in" not in param:
-                    raise _Problem(f"a parameter needs `name` and `in` ({param_at.where(self.refs.root_uri)})")
+                    raise Problem(f"a parameter needs `name` and `in` ({param_at.where(self.refs.root_uri)})")
                 where = param["in"]
                 if where == "body":
                     body_param = (param, param_at)
@@ -938,7 +338,7 @@ class _Converter:
                 elif where in ("query", "path", "header", "cookie"):
                     merged[(param["name"], where)] = (param, param_at)
                 else:
-                    raise _Problem(f"parameter {param['name']!r} has an unknown location {where!r}")
+                    raise Problem(f"parameter {param['name']!r} has an unknown location {where!r}")
         params: list[Param] = []
         taken: set[str] = set()
         for (wire, where), (param, param_at) in merged.items():
@@ -968,7 +368,7 @@ class _Converter:
         described = _CREDENTIAL_WORDS.search(_text(param, "description")) is not None
         return self.auth is not None and folded in CREDENTIAL_NAMES and described
 
-    def _param(self, wire: str, where: str, param: dict[str, Any], at: _At, taken: set[str]) -> Param:
+    def _param(self, wire: str, where: str, param: dict[str, Any], at: Place, taken: set[str]) -> Param:
         collection_format: str | None = None
         if self.dialect == "2.0" or ("schema" not in param and "content" not in param):
             raw_schema: Any = swagger_schema(param)
@@ -1007,13 +407,13 @@ class _Converter:
             collection_format=collection_format,
         )
 
-    def _request_body(self, operation: dict[str, Any], at: _At, built: _Built, taken: set[str]) -> None:
+    def _request_body(self, operation: dict[str, Any], at: Place, built: _Built, taken: set[str]) -> None:
         raw = operation.get("requestBody")
         if raw is None:
             return
         body, body_at, _ = self.refs.deref(raw, at.child("requestBody"))
         if not isinstance(body, dict) or not isinstance(body.get("content"), dict):
-            raise _Problem(f"requestBody needs `content` ({body_at.where(self.refs.root_uri)})")
+            raise Problem(f"requestBody needs `content` ({body_at.where(self.refs.root_uri)})")
         content = body["content"]
         if not content:
             return
@@ -1030,7 +430,7 @@ class _Converter:
         encoding = self._encoding(entry, body_at.child("content", media, "encoding"))
         self._body(schema, required, _text(body, "description"), media.split(";")[0].strip(), built, taken, encoding)
 
-    def _encoding(self, entry: dict[str, Any], at: _At) -> dict[str, Param]:
+    def _encoding(self, entry: dict[str, Any], at: Place) -> dict[str, Param]:
         """A body's Encoding Object, per property, as the Param fields that carry it (style, explode, contentType and
         the headers of a multipart part). A part header is sent only when the document fixes its value (a `const`,
         a `default`, a single `enum` value or an example); Content-Type is the contentType's (OpenAPI says so)."""
@@ -1046,7 +446,7 @@ class _Converter:
             for name, header in _dict(encoding.get("headers")).items():
                 try:
                     header, _, _ = self.refs.deref(header, encoding_at.child("headers", str(name)))
-                except _Problem:
+                except Problem:
                     continue
                 value = fixed_header_value(_dict(header))
                 if value is not None and str(name).lower() != "content-type":
@@ -1065,8 +465,8 @@ class _Converter:
     def _swagger_body(
         self,
         operation: dict[str, Any],
-        body_param: tuple[dict[str, Any], _At] | None,
-        form_params: list[tuple[dict[str, Any], _At]],
+        body_param: tuple[dict[str, Any], Place] | None,
+        form_params: list[tuple[dict[str, Any], Place]],
         built: _Built,
         taken: set[str],
     ) -> None:
@@ -1159,7 +559,7 @@ class _Converter:
         )
         built.body = "whole"
 
-    def _output(self, operation: dict[str, Any], at: _At) -> dict[str, Any] | None:
+    def _output(self, operation: dict[str, Any], at: Place) -> dict[str, Any] | None:
         responses = operation.get("responses")
         if not isinstance(responses, dict):
             return None
@@ -1192,7 +592,7 @@ class _Converter:
             return schema
         return None
 
-    def _example(self, entry: dict[str, Any], at: _At) -> Any:
+    def _example(self, entry: dict[str, Any], at: Place) -> Any:
         if "example" in entry:
             return entry["example"]
         examples = entry.get("examples")
@@ -1200,7 +600,7 @@ class _Converter:
             first_name = next(iter(examples))
             try:
                 example, _, _ = self.refs.deref(examples[first_name], at.child("examples", first_name))
-            except _Problem:
+            except Problem:
                 return None
             if isinstance(example, dict) and "value" in example:
                 return example["value"]
@@ -1282,7 +682,7 @@ def raw_body_schema(media: str, schema: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-class _Unsupported(_Problem):
+class _Unsupported(Problem):
     """An operation this server cannot call (a file upload), skipped rather than an error."""
 
 
@@ -1480,7 +880,7 @@ def validation_findings(path: Path, limit: int = 50) -> list[str]:
     `limit`). Real documents often have findings that harm no tool (OpenAI's repeated `required` entries, Slack's
     3.0-style `nullable` in a 2.0 document), so these are warnings unless `spec check --strict` says otherwise.
 
-    The validator reads the document and every file it `$ref`s through the loader's own reader (`_Documents`):
+    The validator reads the document and every file it `$ref`s through the loader's own reader (`Documents`):
     local files inside the document's folder only, never the network, YAML aliases bounded. Left to itself it
     would fetch `http://` references and read any file a `$ref` names, and quote what it found there."""
     from openapi_spec_validator.validation import (
@@ -1490,11 +890,11 @@ def validation_findings(path: Path, limit: int = 50) -> list[str]:
     )
 
     file = path.resolve()
-    documents = _Documents(file.parent)
+    documents = Documents(file.parent)
     root_uri = file.as_uri()
     try:
         document = _plain_json(documents.read(root_uri))
-    except _Problem as exc:
+    except Problem as exc:
         return [f"the validator could not read the document: {exc}"]
     if not isinstance(document, dict):
         return ["the document is not a mapping"]
@@ -1520,7 +920,7 @@ def validation_findings(path: Path, limit: int = 50) -> list[str]:
                 break
     except Exception as exc:  # the validator itself fails on some real documents (DigitalOcean's $ref'd tags)
         cause: BaseException | None = exc
-        while cause is not None and not isinstance(cause, _Problem):  # a $ref the reader refused, wrapped
+        while cause is not None and not isinstance(cause, Problem):  # a $ref the reader refused, wrapped
             cause = cause.__cause__ or cause.__context__
         if cause is not None:
             findings.append(f"the validator stopped at a $ref it may not read: {cause}")
@@ -1533,7 +933,7 @@ class _ReadersOf(Mapping[str, Any]):
     """The validator's `$ref` readers by URI scheme (jsonschema-path's `resolver_handlers`): one for every scheme,
     because for a scheme it has no reader for, jsonschema-path falls back to `urlopen`."""
 
-    def __init__(self, documents: _Documents) -> None:
+    def __init__(self, documents: Documents) -> None:
         self._documents = documents
 
     def __getitem__(self, scheme: str) -> Any:
@@ -1583,7 +983,7 @@ def load_openapi(
         document = parse_text(text, file.name)
     except OSError as exc:
         raise SpecError(source, [f"cannot read the document: {exc.strerror or exc}"]) from None
-    except _Problem as exc:
+    except Problem as exc:
         raise SpecError(source, [str(exc)]) from None
     return build_openapi_catalog(document, file, include=include, exclude=exclude, base_url=base_url, source=source)
 
@@ -1617,7 +1017,7 @@ def build_openapi_catalog(
              "URL, so without one it could name another host)" for p in unrooted],
         )  # fmt: skip
     report = OpenApiReport(source=source, version=version)
-    refs = _Resolver(_Documents(file.parent.resolve()), file.resolve().as_uri(), document)
+    refs = Resolver(Documents(file.parent.resolve()), file.resolve().as_uri(), document)
     converter = _Converter(document, refs, report)
     include, exclude = include or Filter(), exclude or Filter()
     tools: list[CatalogTool] = []
@@ -1629,7 +1029,7 @@ def build_openapi_catalog(
         at = refs.start.child("paths", path_key)
         try:
             item, item_at, _ = refs.deref(raw_item, at)
-        except _Problem as exc:
+        except Problem as exc:
             report.skipped.append(Skipped(f"{path_key} (every method)", str(exc)))
             continue
         if not isinstance(item, dict):
@@ -1642,7 +1042,7 @@ def build_openapi_catalog(
             try:
                 operation, op_at, _ = refs.deref(item[method], item_at.child(method))
                 if not isinstance(operation, dict):
-                    raise _Problem(f"the operation must be an object ({op_at.where(refs.root_uri)})")
+                    raise Problem(f"the operation must be an object ({op_at.where(refs.root_uri)})")
                 op_id = _text(operation, "operationId") or None
                 label += f" ({op_id})" if op_id else ""
                 tags = [t for t in operation.get("tags") or [] if isinstance(t, str)]
@@ -1661,7 +1061,7 @@ def build_openapi_catalog(
             except _Unsupported as exc:
                 report.skipped.append(Skipped(label, str(exc)))
                 continue
-            except _Problem as exc:
+            except Problem as exc:
                 report.skipped.append(Skipped(label, str(exc)))
                 continue
             used.add(tool.name.casefold())
