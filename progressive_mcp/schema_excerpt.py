@@ -42,8 +42,8 @@ GET_FRAME_TOKENS = 30
 SCHEMA_DESCRIPTION_CHARS = 200  # a description inside an input schema too large to send whole
 OUTLINE_DESCRIPTION_CHARS = 60  # a top-level argument's, where only the arguments' names and types would fit
 GET_NOTE = (
-    "\n\n[TOOL_GET shortened the input schema to fit its budget: {how}. TOOL_CALL checks arguments against the "
-    "whole schema; its error quotes the part in question.]"
+    "Shortened to fit TOOL_GET's budget: {how}. TOOL_CALL checks arguments against the whole schema; its error "
+    "quotes the part in question."
 )
 # Schema keywords whose value maps names to schemas (a property called "description" is not the keyword), and
 # those whose value is a schema or a list of schemas.
@@ -128,23 +128,25 @@ def get_view(entry: dict[str, Any], reserve: int = 0) -> dict[str, Any]:
     for what is added to it later (code mode's output view). Nearly every tool's entry fits and comes back as it is.
     Else its input schema is shortened in steps, each tried until one fits: descriptions in it cut, then kept only
     for the top-level arguments, then deeper levels shown by their type alone, then only the top-level arguments'
-    names and types (`required` is kept at every level shown); a note at the end of the description says which
-    step, and, where even that is over, the description gives way before the note."""
+    names and types (`required` is kept at every level shown). The schema's own description then says which step
+    (so the note travels with the schema, into TOOL_SEARCH's `schemas` too); where even the last step is over, the
+    tool's description gives way."""
     budget = GET_VIEW_TOKENS - GET_FRAME_TOKENS - reserve
     schema = entry.get("inputSchema")
     if not isinstance(schema, dict) or _within(entry, budget):
         return entry
-    description = str(entry.get("description") or "")
     shortened = entry
     for how, candidate in _input_views(schema):
-        note = GET_NOTE.format(how=how)
-        shortened = {**entry, "inputSchema": candidate, "description": description + note}
+        said = str(schema.get("description") or "")
+        noted = {**candidate, "description": (said + "\n\n" if said else "") + GET_NOTE.format(how=how)}
+        shortened = {**entry, "inputSchema": noted}
         if _within(shortened, budget):
             return shortened
+    description = str(entry.get("description") or "")
     kept = len(description)
-    while kept and not _within({**shortened, "description": description[:kept] + "…" + note}, budget):
+    while kept and not _within({**shortened, "description": description[:kept] + "…"}, budget):
         kept = max(kept - 100, 0)
-    shortened["description"] = (description[:kept] + "…" if kept else "") + note
+    shortened["description"] = description[:kept] + "…" if kept else ""
     return shortened
 
 

@@ -363,8 +363,8 @@ def test_tool_get_shortens_an_input_schema_over_its_budget_and_tool_call_still_c
     assert view != whole
     assert list(view["properties"]) == list(whole["properties"])  # every argument still named, in order
     assert view["required"] == ["part0", "part1"]
-    assert "[TOOL_GET shortened the input schema to fit its budget: " in entry["description"]
-    assert entry["description"].startswith("POST /things. Create a thing.")
+    assert view["description"].startswith("Shortened to fit TOOL_GET's budget: ")  # travels with the schema
+    assert entry["description"] == catalog.get("createThing").description  # the tool's own text is whole
     # The view leaves the nested parts' inner structure out; the call is still checked against all of it.
     wrong = {"part0": {"inner": {"inner": {"inner": {"inner": "not-in-the-enum"}}}}, "part1": {"inner": {}}}
     caller = Surface(catalog, mode="progressive")  # code mode calls tools from a script, not with TOOL_CALL
@@ -377,8 +377,7 @@ def test_tool_get_shortens_an_input_schema_over_its_budget_and_tool_call_still_c
     (small,) = surface.call_tool_wire("TOOL_GET", {**args, "tool_name": "getSmall"}, CONTEXT)["structuredContent"][
         "tools"
     ]
-    assert small["inputSchema"] == _thaw(catalog.get("getSmall").input_schema)
-    assert "TOOL_GET shortened" not in small["description"]
+    assert small["inputSchema"] == _thaw(catalog.get("getSmall").input_schema)  # no note either
 
 
 def test_search_schemas_attach_the_shortened_view_tool_get_gives(tmp_path: Path) -> None:
@@ -389,6 +388,7 @@ def test_search_schemas_attach_the_shortened_view_tool_get_gives(tmp_path: Path)
     first = found["structuredContent"]["results"][0]
     assert first["name"] == "createThing"
     assert first["inputSchema"] == got["structuredContent"]["tools"][0]["inputSchema"]
+    assert first["inputSchema"]["description"].startswith("Shortened to fit TOOL_GET's budget: ")
 
 
 def test_a_component_without_a_title_names_its_class(tmp_path: Path) -> None:
