@@ -1,6 +1,7 @@
 """Schemas, stubs and argument errors of the OpenAPI catalogs in ../shared/openapi/ (issue 28): for each
 document, TOOL_GET's tokens in Python (stubs) and in JSON-schema format (mean and max over every tool, and how
-many tools' stubs cost more than their schema view), the top-level output fields that lost their type, the tokens
+many tools' stubs cost more than their schema view) and in progressive mode (with how many tools' input schemas were
+shortened to fit its 2,500 tokens), the top-level output fields that lost their type, the tokens
 of an `InvalidArguments` answer for a wrong call of each tool (mean and max), and the compiled catalog's size
 beside the document's.
 
@@ -87,12 +88,16 @@ def measure(name: str, path: Path) -> dict[str, Any]:
     code = Surface(catalog, mode="code")
     progressive = Surface(catalog, mode="progressive", meta=code.meta)
     context = CallContext(api_key=KEY)
-    python, schema, errors = [], [], []
-    fields = untyped = with_untyped = 0
+    python, schema, plain, errors = [], [], [], []
+    fields = untyped = with_untyped = shortened = 0
     for tool in catalog.tools:
         for fmt, into in (("python", python), ("schema", schema)):
             answer = code.call_tool_wire("TOOL_GET", {"tool_name": tool.name, "format": fmt}, context)
             into.append((count_tokens(answer["content"][0]["text"]), tool.name))
+        answer = progressive.call_tool_wire("TOOL_GET", {"tool_name": tool.name}, context)
+        plain.append((count_tokens(answer["content"][0]["text"]), tool.name))
+        shown = answer["structuredContent"]["tools"][0]["inputSchema"]
+        shortened += shown != _thaw(tool.input_schema)  # over the budget: shortened (schema_excerpt.get_view)
         error = progressive.call_tool_wire(
             "TOOL_CALL", {"tool_name": tool.name, "arguments": wrong_arguments(tool)}, context
         )
@@ -113,6 +118,8 @@ def measure(name: str, path: Path) -> dict[str, Any]:
         "tools": len(catalog.tools),
         "tool_get_python": figures(python),
         "tool_get_schema": figures(schema),
+        "tool_get_progressive": figures(plain),
+        "progressive_shortened": shortened,
         # the tools whose stubs cost more than their JSON-schema view (a stub should not cost more than the schema)
         "python_above_schema": sum(p > j for (p, _), (j, _) in zip(python, schema, strict=True)),
         "invalid_arguments": figures(errors),
@@ -133,8 +140,8 @@ def main() -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    head = ("document", "tools", "GET py mean/max", "GET schema mean/max", "py > schema", "InvalidArgs mean/max",
-            "untyped out", "doc bytes", "compiled bytes")  # fmt: skip
+    head = ("document", "tools", "GET py mean/max", "GET schema mean/max", "py > schema", "GET progressive mean/max",
+            "shortened", "InvalidArgs mean/max", "untyped out", "doc bytes", "compiled bytes")  # fmt: skip
     print(" | ".join(head))
     for r in rows:
         print(" | ".join(str(x) for x in (
@@ -142,6 +149,8 @@ def main() -> int:
             f"{r['tool_get_python']['mean']}/{r['tool_get_python']['max']} ({r['tool_get_python']['max_tool']})",
             f"{r['tool_get_schema']['mean']}/{r['tool_get_schema']['max']} ({r['tool_get_schema']['max_tool']})",
             f"{r['python_above_schema']} tools",
+            f"{r['tool_get_progressive']['mean']}/{r['tool_get_progressive']['max']}",
+            f"{r['progressive_shortened']} tools",
             f"{r['invalid_arguments']['mean']}/{r['invalid_arguments']['max']} ({r['invalid_arguments']['max_tool']})",
             f"{r['untyped_output_fields']} of {r['output_fields']} in {r['tools_with_untyped_output_fields']} tools",
             r["document_bytes"], r["compiled_bytes"],
