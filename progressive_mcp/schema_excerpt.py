@@ -133,28 +133,21 @@ def get_view(entry: dict[str, Any], reserve: int = 0) -> dict[str, Any]:
     tool's description gives way."""
     budget = GET_VIEW_TOKENS - GET_FRAME_TOKENS - reserve
     schema = entry.get("inputSchema")
-    if not isinstance(schema, dict) or _within(entry, budget):
+    if not isinstance(schema, dict) or _cheaply_fits(entry, budget):
         return entry
+    said = str(schema.get("description") or "")
     shortened = entry
     for how, candidate in _input_views(schema):
-        said = str(schema.get("description") or "")
         noted = {**candidate, "description": (said + "\n\n" if said else "") + GET_NOTE.format(how=how)}
         shortened = {**entry, "inputSchema": noted}
-        if _within(shortened, budget):
+        if _cheaply_fits(shortened, budget):
             return shortened
     description = str(entry.get("description") or "")
     kept = len(description)
-    while kept and not _within({**shortened, "description": description[:kept] + "…"}, budget):
+    while kept and not _cheaply_fits({**shortened, "description": description[:kept] + "…"}, budget):
         kept = max(kept - 100, 0)
     shortened["description"] = description[:kept] + "…" if kept else ""
     return shortened
-
-
-def _within(entry: dict[str, Any], budget: int) -> bool:
-    """Whether an entry's JSON is within `budget` tokens: by the tokenizer's upper bound first, which loads no
-    vocabulary (loading cl100k's takes ~0.5 s, which a first TOOL_GET should not wait for), then by `fits_budget`."""
-    text = dumps(entry)
-    return estimate_tokens(text) <= budget or fits_budget(text, budget)
 
 
 def _input_views(schema: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
@@ -259,6 +252,11 @@ def _tokens(text: str) -> int:
 
 def _fits(value: Any, tokens: int) -> bool:
     return fits_budget(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str), tokens)
+
+
+def _cheaply_fits(entry: dict[str, Any], tokens: int) -> bool:
+    """`_fits`, by the tokenizer's upper bound first: a first TOOL_GET of an ordinary tool loads no vocabulary."""
+    return fits_budget(dumps(entry), tokens, bound_first=True)
 
 
 def mentioned(problems: Iterable[str], input_schema: dict[str, Any]) -> list[str]:

@@ -78,12 +78,14 @@ def known_count(text: str) -> int | None:
     return _KNOWN_COUNTS.get(text_digest(text))
 
 
-def fits_budget(text: str, budget: int) -> bool:
+def fits_budget(text: str, budget: int, *, bound_first: bool = False) -> bool:
     """Whether `text` is at most `budget` tokens; a byte-level BPE token covers at least one byte,
     so a text of at most `budget` UTF-8 bytes fits without being tokenized. Without bpe-openai, whether
-    `estimate_tokens` (never below the real count) is within the budget."""
+    `estimate_tokens` (never below the real count) is within the budget. `bound_first`: a text whose estimate is
+    within the budget fits without being tokenized either, so a first call does not load the vocabulary (~0.5 s)
+    for a text well within it (a TOOL_GET entry, a gateway tool's definition)."""
     data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= budget:
+    if len(data) <= budget or (bound_first and _estimate(data) <= budget):
         return True
     if not _exact():
         # A prefix's estimate exceeds the whole text's by a token at most (a space at its end), so a prefix over the

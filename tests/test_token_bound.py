@@ -448,6 +448,14 @@ def test_fits_budget_without_a_tokenizer_is_the_bound_within_the_budget() -> Non
     assert tokens.fits_budget("x" * 50, 50)  # at most one token per byte: no estimate needed
 
 
+def test_fits_budget_asking_the_bound_first_agrees_with_the_count_either_side_of_it() -> None:
+    text = dumps([{"symbol": "IBM", "close": f"{245 + i / 7:.4f}", "volume": 1000 + i} for i in range(300)])
+    real, estimate = count_tokens(text), estimate_tokens(text)
+    assert real < estimate  # between the two, the count decides: the bound alone would say "over"
+    for budget in (real - 1, real, estimate - 1, estimate):
+        assert tokens.fits_budget(text, budget, bound_first=True) == tokens.fits_budget(text, budget), budget
+
+
 def cut_answers_fit_and_keep_a_real_preview(monkeypatch: pytest.MonkeyPatch, answers: list[Answer]) -> int:
     """With the bound, shaping never overshoots the budget by the real count, and keeps at least 40% of what an exact
     count keeps: a preview keeps whole entries, so one entry less of a few big ones (option chains, statements) is

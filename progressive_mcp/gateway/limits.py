@@ -27,7 +27,7 @@ from typing import Any
 
 from progressive_mcp.schema_excerpt import strip_descriptions
 from progressive_mcp.search import hints as search_hints
-from progressive_mcp.tokens import dumps, estimate_tokens, fits_budget
+from progressive_mcp.tokens import dumps, fits_budget
 
 MAX_TOOLS_PER_SERVER = 1_000  # 10x GitHub's server with every toolset on (~100)
 MAX_TOOL_NAME_CHARS = 256  # MCP asks for at most 128 (public names are cut to 128); the longest real one is 43
@@ -167,8 +167,8 @@ def bound_definition(definition: Mapping[str, Any]) -> tuple[dict[str, Any], lis
 
 def _fits(text: str) -> bool:
     """Whether `text` is within `MAX_DEFINITION_TOKENS`: by the tokenizer's upper bound first, which is cheap and
-    loads no vocabulary (JSON schemas come out ~2.5x their real count), then by `fits_budget`."""
-    return estimate_tokens(text) <= MAX_DEFINITION_TOKENS or fits_budget(text, MAX_DEFINITION_TOKENS)
+    loads no vocabulary, then by the tokenizer (`fits_budget`)."""
+    return fits_budget(text, MAX_DEFINITION_TOKENS, bound_first=True)
 
 
 def _note(cuts: list[str]) -> str:

@@ -557,9 +557,8 @@ class MetaTools:
                 view = self._describe(tool)
             else:
                 output = self._output_view(tool)
-                whole = self._build_description(tool, shorten=False)
                 reserve = estimate_tokens(dumps({"outputSchema": output}))  # an upper bound: no count needed
-                view = {**get_view(whole, reserve), "outputSchema": output}
+                view = {**get_view(self._build_description(tool), reserve), "outputSchema": output}
             self._code_views[tool.name] = view
         return view
 
@@ -567,20 +566,20 @@ class MetaTools:
         """TOOL_GET's entry for a tool; built once per tool (results are read-only by convention)."""
         described = self._described.get(tool.name)
         if described is None:
-            described = self._described[tool.name] = self._build_description(tool)
+            # Within DESIGN.md's 2,500 tokens for any one TOOL_GET (TOOL_SEARCH's `schemas` attach this view too): a
+            # very large input schema is shortened and says so (`schema_excerpt.get_view`); TOOL_CALL validates
+            # against the whole. Code mode's JSON view, with an output schema besides, has its own (`_code_view`).
+            described = self._described[tool.name] = get_view(self._build_description(tool))
         return described
 
-    def _build_description(self, tool: CatalogTool, *, shorten: bool = True) -> dict[str, Any]:
+    def _build_description(self, tool: CatalogTool) -> dict[str, Any]:
         definition = tool.definition()
         if tool.annotations == TOOL_ANNOTATIONS:  # a read-only tool, as most are: tools/list says so for all
             del definition["annotations"]  # (so a catalog of reads spends no tokens on them)
         # else kept: the model must see that a tool writes or deletes before it calls it through TOOL_CALL
         definition["category"] = tool.category
         definition["content_hash"] = tool.content_hash[:HASH_CHARS]
-        # Within DESIGN.md's 2,500 tokens for any one TOOL_GET (TOOL_SEARCH's `schemas` attach this view too): a very
-        # large input schema is shortened and says so (`schema_excerpt.get_view`); TOOL_CALL validates against the
-        # whole. Code mode's JSON view, with an output schema besides, has its own (`_code_view`).
-        return get_view(definition) if shorten else definition
+        return definition
 
     def _bad(self, tool_name: str, problem: str, definitions: list[dict[str, Any]] | None = None) -> InvalidArguments:
         schema = next(d["inputSchema"] for d in definitions or self.definitions if d["name"] == tool_name)
