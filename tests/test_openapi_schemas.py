@@ -266,6 +266,57 @@ def test_a_discriminated_one_of_whose_options_overlap_accepts_each_option() -> N
     assert not validator.is_valid({"tag_name": "env:prod", "body": {"type": "explode"}})
 
 
+def field_values_document() -> dict[str, Any]:
+    """PagerDuty's custom field values in small: a oneOf of two forms that require nothing (by name, by id), each
+    value a oneOf of forms that overlap (Integer and Float both fit 3; String and Url both fit any string)."""
+    value = {
+        "oneOf": [
+            {"title": kind, "type": "object", "properties": {"value": {"type": kind, "nullable": True}}}
+            for kind in ("boolean", "number", "integer", "string")
+        ]
+        + [{"title": "Url", "type": "object", "properties": {"value": {"type": "string", "format": "uri"}}}]
+    }
+    field = {
+        "oneOf": [
+            {"title": "By name", "type": "object", "properties": {"name": {"type": "string"}, "value": value}},
+            {"title": "By id", "type": "object", "properties": {"id": {"type": "string"}, "value": value}},
+        ]
+    }
+    body = {"type": "object", "properties": {"custom_fields": {"type": "array", "items": field}}}
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "Fields", "version": "1"},
+        "servers": [{"url": "https://fields.example"}],
+        "paths": {
+            "/incidents/{id}/custom_fields/values": {
+                "put": {
+                    "operationId": "setIncidentFieldValues",
+                    "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                    "requestBody": {"content": {"application/json": {"schema": body}}},
+                    "responses": {"200": {"description": "ok"}},
+                }
+            }
+        },
+    }
+
+
+def test_a_one_of_whose_options_overlap_accepts_a_value_two_of_them_fit(tmp_path: Path) -> None:
+    # JSON Schema's oneOf refuses a value that fits two options, so every value of PagerDuty's
+    # setIncidentFieldValues was refused before it reached the API; the document means "one of these shapes".
+    document = tmp_path / "fields.json"
+    document.write_text(json.dumps(field_values_document()))
+    catalog, _ = load_catalog_with_report(document)
+    schema = json.dumps(_thaw(catalog.get("setIncidentFieldValues").input_schema))
+    assert '"oneOf"' not in schema and schema.count('"anyOf"') >= 3  # the two forms, each one's value
+    validator = catalog.validator("setIncidentFieldValues")
+    for value in (3, 2.5, True, "sev-1", None):
+        for form in ({"name": "severity"}, {"id": "PX1"}):
+            arguments = {"id": "Q1", "custom_fields": [{**form, "value": {"value": value}}]}
+            assert validator.is_valid(arguments), (value, list(validator.iter_errors(arguments)))
+    assert not validator.is_valid({"id": "Q1", "custom_fields": [{"name": "severity", "value": {"value": [1]}}]})
+    assert not validator.is_valid({"id": "Q1", "custom_fields": ["severity"]})
+
+
 @needs_shared
 def test_a_cut_member_keeps_the_short_enum_that_tells_one_of_options_apart() -> None:
     # OpenAI's attachment tools are oneOf [code interpreter, file search], told apart only by `type`'s one-value

@@ -284,6 +284,15 @@ def test_arrays_hold_one_or_two_items_within_their_bounds() -> None:
     assert sample_value({"type": "array", "prefixItems": [{"const": 1}, {"const": "b"}]}, "t") == [1, "b"]
 
 
+def test_unique_items_are_never_repeated_even_when_few_values_exist() -> None:
+    # PagerDuty's `include` of getAutomationActionsRunners: uniqueItems over a one-value enum
+    one = {"type": "array", "uniqueItems": True, "items": {"type": "string", "enum": ["associated_actions"]}}
+    assert {json.dumps(v) for v in each_seed(one)} == {'["associated_actions"]'}
+    few = {"type": "array", "uniqueItems": True, "minItems": 2, "items": {"type": "boolean"}}
+    for value in each_seed(few):
+        assert sorted(value) == [False, True] and not errors(few, value)
+
+
 def test_a_map_shows_one_entry() -> None:
     assert list(sample_value({"type": "object", "additionalProperties": {"type": "integer"}}, "t")) == [
         "additionalProp1"

@@ -38,6 +38,7 @@ MAX_NODES = 120  # values generated before only required members and minItems it
 MAX_REF_DEPTH = 8  # $refs followed along one path (recursion is cut at its first repeat anyway)
 MAX_OPTIONAL_MEMBERS = 12  # optional members of one object
 MAX_MIN_ITEMS = 20  # minItems honoured up to this many items
+MAX_UNIQUE_TRIES = 10  # draws that may repeat an item of a uniqueItems array before it is left shorter
 MAX_BYTES = 16_000  # compact JSON size of a generated value; over it, generation starts again with half the budget
 ANCHOR = dt.datetime(2026, 11, 20, 14, 30, tzinfo=dt.UTC)  # the newest date-time any value holds
 _SPAN_S = 365 * 24 * 3600  # generated times fall within the year before ANCHOR
@@ -453,10 +454,17 @@ class _Generator:
         if max_items is not None:
             wanted = min(wanted, max_items)
         wanted = min(wanted, max(MAX_MIN_ITEMS, len(out)))
+        unique, repeats = schema.get("uniqueItems") is True, 0
         while len(out) < wanted and (len(out) < min_items or self.nodes_left > 0):
             # beyond minItems only while the budget lasts: a spent budget gives items their smallest value, which
             # may break their own `required`
-            out.append(self.value(items if items is not None else {}, hint))
+            value = self.value(items if items is not None else {}, hint)
+            if unique and value in out:  # PagerDuty's `include`: uniqueItems over a one-value enum
+                repeats += 1
+                if len(out) >= min_items or repeats > MAX_UNIQUE_TRIES:
+                    break
+                continue
+            out.append(value)
         return out
 
     def _string(self, schema: Mapping[str, Any], hint: str) -> str:

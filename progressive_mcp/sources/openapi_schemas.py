@@ -21,7 +21,7 @@ MAX_DEPTH = 8  # nesting of objects and arrays kept in a schema; deeper parts ar
 # completion body inlines to ~30,000 tokens without it; with it, the largest tool definition is ~5,000.
 MAX_SCHEMA_NODES = 300
 CUT_NOTE = "(not expanded here: nested too deeply or too large)"
-MAX_CUT_ENUM = 10  # a cut scalar keeps an enum this short: it may be what tells a oneOf's options apart
+MAX_CUT_ENUM = 10  # a cut scalar keeps an enum this short: it may be what tells a union's options apart
 JSON_KEYWORDS = frozenset(
     {
         "type", "enum", "const", "default", "format", "pattern", "minimum", "maximum", "exclusiveMinimum",
@@ -86,7 +86,6 @@ class SchemaConverter:
         return dict(known[0])
 
     def _convert(self, node: Any, at: Place, side: Literal["request", "response"], budget: list[int]) -> dict[str, Any]:
-        self.loosened: set[int] = set()  # id()s of the parts cut here (alive in the tree until it is returned)
         root: dict[str, Any] = {}
         pending: deque[_Pending] = deque([_Pending(node, at, 0, (), root)])
         filled: list[tuple[dict[str, Any], dict[str, Any], Place]] = []
@@ -109,7 +108,6 @@ class SchemaConverter:
         if target is not None and target in stack:
             self.cut += 1
             out.update({"type": "object", "description": f"A {name} (recursive; not expanded further)."})
-            self.loosened.add(id(out))
             return None
         if node is True or node == {}:
             return None
@@ -122,7 +120,6 @@ class SchemaConverter:
         if depth > MAX_DEPTH or budget[0] < 0:
             self.cut += 1
             out.update(self._cut(node, at))
-            self.loosened.add(id(out))
             return None
         stack = (*stack, target) if target else stack
 
@@ -243,15 +240,14 @@ class SchemaConverter:
         if self.dialect == "3.1" and isinstance(node.get("examples"), list):
             pass  # examples are left out of schemas: they cost tokens on every TOOL_GET
         options = out.get("oneOf")
-        if isinstance(options, list) and (
-            isinstance(node.get("discriminator"), dict)
-            or any(id(option) in self.loosened for option in options)
-            or any(option in options[:i] for i, option in enumerate(options))
-        ):
-            # "Exactly one option fits" cannot hold where the discriminator is what chooses (OpenAPI; options that
-            # extend one another, as DigitalOcean's droplet_action and its snapshot form, both fit every value),
-            # nor where a cut option (looser than the document's) or two equal ones fit the same values: a oneOf
-            # would refuse every value. anyOf checks the same options.
+        if isinstance(options, list):
+            # A document's oneOf is read as anyOf: "one of these shapes". JSON Schema's "exactly one option fits"
+            # refuses a value the API takes wherever two options may fit it: where the discriminator is what
+            # chooses (options that extend one another, as DigitalOcean's droplet_action and its snapshot form,
+            # both fit every value), where a cut option is looser than the document's, and where the document's
+            # options overlap (PagerDuty's custom field value: its Float and Integer forms both fit 3, its "by
+            # name" and "by id" forms both fit a value with neither). Where the options cannot overlap, anyOf
+            # accepts and refuses the same values. The upstream still judges what it is sent.
             del out["oneOf"]
             if "anyOf" in out:  # both: each must hold
                 out["allOf"] = [*out.get("allOf", []), {"anyOf": options}]
