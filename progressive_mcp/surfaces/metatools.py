@@ -206,7 +206,7 @@ def meta_tool_definitions(catalog: Catalog, tools: tuple[CatalogTool, ...] | Non
         {
             "name": TOOL_GET,
             "title": "Get tool schemas",
-            "description": f"Full schemas of up to {MAX_GET} tools, by name.",
+            "description": f"Schemas of up to {MAX_GET} tools, by name.",
             "inputSchema": _object(
                 {"tool_name": {"anyOf": [string, {"type": "array", "items": string}]}},
                 ["tool_name"],
