@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import logging
 import re
 import threading
 from collections.abc import Callable, Collection, Hashable, Mapping
@@ -24,6 +25,7 @@ from progressive_mcp.errors import UnknownTool
 from progressive_mcp.search.vocabulary import EMPTY, Vocabulary
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 TOOL_ANNOTATIONS: Mapping[str, bool] = MappingProxyType(
     {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": True}
@@ -297,13 +299,11 @@ class Catalog:
         """The compiled jsonschema-rs validator for a tool, built on first use and kept."""
         validator = self._validators.get(name)
         if validator is None:
-            import jsonschema_rs  # imported on first call: discovery alone never needs it
-
             tool = self.get(name)  # keyed by the real name, so "global_quote" shares GLOBAL_QUOTE's validator
             with self._validators_lock:
                 validator = self._validators.get(tool.name)
                 if validator is None:
-                    validator = jsonschema_rs.Draft202012Validator(_thaw(tool.input_schema))
+                    validator = readable_validator(tool.name, _thaw(tool.input_schema))
                     self._validators[tool.name] = validator
         return validator
 
@@ -316,6 +316,38 @@ class Catalog:
             made = make()
             with self._validators_lock:
                 return cast(T, self._derived.setdefault(key, made))
+
+
+MAX_UNREADABLE = 50  # keywords of one schema left out of validation before the whole schema is
+
+
+def readable_validator(name: str, schema: Any) -> Any:
+    """The jsonschema-rs validator of a tool's input schema (imported on first call: discovery alone never needs
+    it). A keyword the validator cannot read (a `pattern` in a regex dialect it lacks, as Linode's `\\A...\\Z`, or
+    a `minimum` written as text) would make every call of the tool an internal error; it is left out of
+    validation instead, with a warning, and the upstream judges that part. The schema the agent reads keeps it."""
+    import jsonschema_rs
+
+    for _ in range(MAX_UNREADABLE):
+        try:
+            return jsonschema_rs.Draft202012Validator(schema)
+        except jsonschema_rs.ValidationError as error:
+            path = list(error.instance_path)
+            if not path:
+                break
+            *parents, keyword = path
+            holder = schema
+            for step in parents:
+                holder = holder[step]
+            if not isinstance(holder, dict) or keyword not in holder:
+                break
+            del holder[keyword]
+            where = ".".join(str(step) for step in parents) or "its root"
+            _log.warning(
+                "%s: %s at %s of its input schema is left out of validation: %s", name, keyword, where, error.message
+            )
+    _log.warning("%s: the validator cannot read its input schema; its arguments are sent unchecked", name)
+    return jsonschema_rs.Draft202012Validator({})
 
 
 SPELLING_CUTOFF = 0.6  # difflib's own default for get_close_matches

@@ -184,6 +184,122 @@ def test_stripe_customer_livemode_is_a_boolean_in_the_schema_and_from_the_sample
 
 # --- documents that contradict themselves ----------------------------------------------------------------------
 
+
+def test_a_read_only_member_is_not_required_in_a_request_even_of_a_closed_object(tmp_path: Path) -> None:
+    # Apideck's Employee: `id` is read-only and required, and the object allows no other members. The request's
+    # schema leaves `id` out; keeping it required made every employeesAdd call invalid.
+    employee = {
+        "type": "object",
+        "required": ["id", "name"],
+        "additionalProperties": False,
+        "properties": {"id": {"type": "string", "readOnly": True}, "name": {"type": "string"}},
+    }
+    document = tmp_path / "hris.json"
+    document.write_text(json.dumps({
+        "openapi": "3.0.3",
+        "info": {"title": "HRIS", "version": "1"},
+        "servers": [{"url": "https://hris.example"}],
+        "paths": {"/employees": {"post": {
+            "operationId": "employeesAdd",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["employee"], "properties": {"employee": employee},
+            }}}},
+            "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": employee}}}},
+        }}},
+    }))  # fmt: skip
+    catalog, _ = load_catalog_with_report(document)
+    validator = catalog.validator("employeesAdd")
+    given = {"employee": {"name": "Ada"}}
+    assert validator.is_valid(given), list(validator.iter_errors(given))
+    assert not validator.is_valid({"employee": {"name": "Ada", "id": "e1"}})  # the API sets it
+    assert not validator.is_valid({"employee": {}})  # name is still required
+    answer = _thaw(catalog.get("employeesAdd").output_schema)
+    assert answer["required"] == ["id", "name"] and "id" in answer["properties"]  # answers keep it
+
+
+def test_a_closed_object_built_of_parts_admits_the_members_its_parts_add(tmp_path: Path) -> None:
+    # Azure's resources: {additionalProperties: false, allOf: [Resource (closed too)], properties: {properties}}.
+    # Read literally, each closed level refuses the other's members, so no value fits; merged, all are members.
+    resource = {"type": "object", "additionalProperties": False, "properties": {
+        "location": {"type": "string"}, "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+    }}  # fmt: skip
+    api = {
+        "type": "object",
+        "additionalProperties": False,
+        "allOf": [{"$ref": "#/components/schemas/Resource"}],
+        "required": ["properties"],
+        "properties": {"properties": {"type": "object", "properties": {"brandColor": {"type": "string"}}}},
+    }
+    document = tmp_path / "logic.json"
+    document.write_text(json.dumps({
+        "openapi": "3.0.3",
+        "info": {"title": "Logic", "version": "1"},
+        "servers": [{"url": "https://logic.example"}],
+        "paths": {"/customApis/{name}": {"put": {
+            "operationId": "CustomApis_CreateOrUpdate",
+            "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "$ref": "#/components/schemas/CustomApi"}}}},
+            "responses": {"200": {"description": "ok"}},
+        }}},
+        "components": {"schemas": {"Resource": resource, "CustomApi": api}},
+    }))  # fmt: skip
+    catalog, _ = load_catalog_with_report(document)
+    validator = catalog.validator("CustomApis_CreateOrUpdate")
+    given = {"name": "n", "location": "westeurope", "tags": {"a": "b"}, "properties": {"brandColor": "#fff"}}
+    assert validator.is_valid(given), list(validator.iter_errors(given))
+    assert not validator.is_valid({**given, "colour": "red"})  # still closed
+    assert not validator.is_valid({"name": "n", "location": "westeurope"})  # still requires `properties`
+
+
+def test_a_keyword_the_validator_cannot_read_is_left_out_of_validation_not_an_internal_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Linode's createDomain: a `pattern` in a regex dialect the validator lacks (\A ... \Z) made every call of the
+    # tool an internal error. The keyword is left out of validation; the rest of the schema still holds.
+    from progressive_mcp.offline.rest_upstream import RestUpstream
+    from progressive_mcp.settings import Settings
+
+    body = {
+        "type": "object",
+        "required": ["domain"],
+        "properties": {
+            "domain": {"type": "string", "pattern": "\\A([a-z0-9-]{1,63}\\.)+[a-z]{2,16}\\Z"},
+            "ttl": {"type": "integer", "minimum": "30"},
+        },
+    }
+    document = tmp_path / "domains.json"
+    document.write_text(json.dumps({
+        "openapi": "3.0.3",
+        "info": {"title": "Domains", "version": "1"},
+        "servers": [{"url": "https://domains.example"}],
+        "paths": {"/domains": {"post": {
+            "operationId": "createDomain",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+            "responses": {"200": {"description": "ok"}},
+        }}},
+    }))  # fmt: skip
+    catalog, _ = load_catalog_with_report(document)
+    shown = _thaw(catalog.get("createDomain").input_schema)["properties"]["domain"]
+    assert "pattern" in shown  # the agent still reads the document's rule
+    with RestUpstream(catalog) as upstream:
+        settings = Settings.from_env({}, spec_path=document, upstream_url=upstream.url, cache=False)
+        surface = Surface.from_settings(settings, catalog=catalog)
+
+        def call(arguments: dict[str, Any]) -> dict[str, Any]:
+            return surface.call_tool_wire("TOOL_CALL", {"tool_name": "createDomain", "arguments": arguments}, CONTEXT)
+
+        with caplog.at_level("WARNING", logger="progressive_mcp.catalog"):
+            answer = call({"domain": "example.com", "ttl": 300})
+        assert not answer["isError"], answer["content"][0]["text"][:500]
+        assert len(upstream.requests) == 1
+        refused = call({"domain": 42})
+    assert refused["isError"] and "InvalidArguments" in refused["content"][0]["text"]  # the type still holds
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    assert "createDomain: pattern at properties.domain" in warned and "left out of validation" in warned
+    assert "createDomain: minimum at properties.ttl" in warned
+
+
 SLIPS = {
     "openapi": "3.0.3",
     "info": {"title": "Slips", "version": "1"},
@@ -211,6 +327,7 @@ SLIPS = {
                                     "level": {"type": "string", "enum": [1, 2, 3]},
                                     "weight": {"type": "integer", "enum": ["1", "heavy"]},
                                     "tags": {"type": "array", "items": {"type": "string"}, "default": "none"},
+                                    "gender": {"type": "string", "enum": ["MALE", "FEMALE"], "maxLength": 1},
                                 },
                             }
                         }
@@ -236,12 +353,14 @@ def test_enums_and_defaults_of_the_wrong_type_are_read_as_the_declared_type(tmp_
     created = _thaw(catalog.get("createPage").input_schema)["properties"]
     assert created["draft"]["default"] is True and created["level"]["enum"] == ["1", "2", "3"]
     assert "enum" not in created["weight"] and "default" not in created["tags"]  # no exact reading: dropped
+    assert created["gender"] == {"type": "string", "enum": ["MALE", "FEMALE"]}  # Adyen's: the enum breaks maxLength 1
     # A REST tool's document defaults are not sent (the upstream applies them), but the schema shows the read value.
     assert _thaw(listing.input_schema)["properties"]["limit"]["default"] == 10
     assert "limit" not in prepare_arguments(catalog, "listPages", {"size": 2, "sort": -1})
     notes = "\n".join(report.notes)
     assert "GET /pages (listPages): #/paths/~1pages/get/parameters/0/schema is integer" in notes
     assert "#/components/schemas/Sort" in notes and "dropped" in notes
+    assert 'properties/gender is string: maxLength 1 dropped (its own enum ["MALE", "FEMALE"] breaks it)' in notes
 
     checked = subprocess.run(
         [sys.executable, "-m", "progressive_mcp", "spec", "check", str(document)],

@@ -431,6 +431,45 @@ def test_a_form_body_that_does_not_follow_the_documents_encoding_is_400(body: st
         assert words in message
 
 
+def test_form_members_named_with_brackets_are_themselves() -> None:
+    # Cambase's Swagger form fields (a Rails API): the member's own name is `vendor[name]`, not a member of `vendor`
+    vendors = catalog_of(
+        tool(
+            "create",
+            "POST",
+            "/vendors",
+            (
+                body_param("vendor_name", {"type": "string"}, required=True, wire_name="vendor[name]"),
+                body_param("vendor_url", {"type": "string"}, wire_name="vendor[url]"),
+            ),
+            None,
+            body="members",
+            body_type=FORM,
+        ),
+    )
+    with serve_rest_upstream(vendors) as upstream, httpx.Client(base_url=upstream.url) as http:
+        good = http.post("/vendors", content=b"vendor%5Bname%5D=Acme&vendor%5Burl%5D=x", headers={"Content-Type": FORM})
+        assert (good.status_code, good.json()) == (200, {"ok": True})
+        missing = http.post("/vendors", content=b"vendor%5Burl%5D=x", headers={"Content-Type": FORM})
+        assert missing.json()["error"]["missing"] == [{"name": "vendor[name]", "in": "body"}]
+        parts = http.post("/vendors", files={"vendor[name]": (None, b"Acme")})
+        assert parts.status_code == 415  # a form body, not multipart
+
+
+def test_a_body_under_a_media_range_takes_any_type_in_that_range() -> None:
+    ranges = catalog_of(
+        tool("any", "PUT", "/any", (Param("body", "object", True, location="body"),), None, body="whole",
+             body_type="*/*"),
+        tool("text", "PUT", "/text", (Param("body", "string", True, location="body"),), None, body="whole",
+             body_type="text/*"),
+    )  # fmt: skip
+    with serve_rest_upstream(ranges) as upstream, httpx.Client(base_url=upstream.url) as http:
+        assert http.put("/any", json={"a": 1}).status_code == 200
+        assert http.put("/any", content=b"x", headers={"Content-Type": "text/plain"}).status_code == 200
+        assert http.put("/text", content=b"x", headers={"Content-Type": "text/csv"}).status_code == 200
+        assert http.put("/text", json={"a": 1}).status_code == 415
+
+
 def test_multipart_bodies_are_read_for_their_members_and_json_parts() -> None:
     with serve_rest_upstream(ENCODED) as upstream, httpx.Client(base_url=upstream.url) as http:
         good = http.post("/files", files={"file": ("f", b"\x00\x01"), "link": (None, b'{"a":1}', "application/json")})

@@ -463,13 +463,28 @@ def decoded_file(tool: CatalogTool, param: Param, value: Any) -> tuple[bytes, st
         ) from None
 
 
+# A media range a document gives as a body's type, and the type sent for a string and for any other value
+_ANY_TYPE = {
+    "*/*": ("text/plain; charset=utf-8", JSON_TYPE),
+    "text/*": ("text/plain; charset=utf-8", "text/plain; charset=utf-8"),
+    "application/*": ("application/octet-stream", JSON_TYPE),
+}
+
+
 def encode_body(tool: CatalogTool, body_type: str, value: Any) -> tuple[bytes, str]:
-    """`value` as a body of `body_type`: compact JSON (any JSON media type), a urlencoded form of an object, or
-    text; other types (multipart, binary) cannot be made from JSON arguments."""
+    """`value` as a body of `body_type`: compact JSON (any JSON media type), the urlencoded form a string holds
+    (an object's is made by the caller), text, or under a media range (`*/*`) a string as text and anything else as
+    JSON; other types (multipart, binary) cannot be made from JSON arguments."""
     media = body_type.split(";")[0].strip().lower()
+    if media in _ANY_TYPE:  # a range (a proxy's `*/*`) is no Content-Type: a string as text, the rest as JSON
+        given_text = isinstance(value, str)
+        concrete = _ANY_TYPE[media][0 if given_text else 1]
+        return (value if given_text else _json(value)).encode("utf-8"), concrete
     if _is_json(media):
         return _json(value).encode("utf-8"), body_type
     if media == FORM:
+        if isinstance(value, str):  # a document whose form body is a string: the form as the caller encoded it
+            return value.encode("utf-8"), body_type
         raise _invalid(tool, f"the body is sent as a form, so it must be an object, not {type(value).__name__}")
     if media.startswith("text/") or isinstance(value, str):  # XML, SDP, YAML…: the string as it is
         text = value if isinstance(value, str) else _json(value)

@@ -42,7 +42,7 @@ def form_members(params: list[Param], body: bytes) -> tuple[set[str], list[str]]
             continue
         raw_name, _, raw_value = piece.partition("=")
         name, value = unquote_plus(raw_name), unquote_plus(raw_value)
-        base, bracket, _ = name.partition("[")
+        base, bracket = _member_name(name, by_name)
         param = by_name.get(base)
         if param is None:
             if not exploded_objects and base:
@@ -61,6 +61,15 @@ def form_members(params: list[Param], body: bytes) -> tuple[set[str], list[str]]
     if exploded_objects:  # an exploded object's members arrive under their own names, which stand for it
         present |= {p.upstream_name for p in params if _exploded_object(p)}
     return present, problems
+
+
+def _member_name(name: str, by_name: Mapping[str, Param]) -> tuple[str, str]:
+    """(the member a field names, its bracketed rest): a member declared with brackets in its own name (Swagger
+    form fields of Rails APIs: `vendor[name]`) is itself; otherwise `metadata[order]` is `metadata`'s."""
+    if name in by_name:
+        return name, ""
+    base, bracket, rest = name.partition("[")
+    return base, bracket + rest
 
 
 def _piece_problem(param: Param, bracketed: bool, value: str, piece: str) -> str | None:
@@ -106,7 +115,7 @@ def multipart_members(params: list[Param], content_type: str, body: bytes) -> tu
         if not str(disposition).lower().startswith("form-data") or not isinstance(name, str):
             problems.append('A part without Content-Disposition: form-data; name="..."')
             continue
-        base, bracket, _ = name.partition("[")
+        base, bracket = _member_name(name, by_name)
         present.add(base)
         param = by_name.get(base)
         part_type = (part.get("Content-Type") or "text/plain").split(";")[0].strip().lower()

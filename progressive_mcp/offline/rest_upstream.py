@@ -684,7 +684,9 @@ def _body_problem(
             missing.append({"name": "body", "in": "body"})
         return None
     media = (request.header("Content-Type") or "").split(";", 1)[0].strip().lower()
-    if media != body_type.lower():
+    expected = body_type.lower()
+    in_range = expected == "*/*" or (expected.endswith("/*") and media.startswith(expected[:-1]))  # `text/*`
+    if media != expected and not in_range:
         return error_reply(415, f"Unsupported Content-Type '{media or 'none'}': expected {body_type}")
     if body_type == JSON_TYPE:
         try:

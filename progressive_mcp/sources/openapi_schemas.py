@@ -86,6 +86,7 @@ class SchemaConverter:
         return dict(known[0])
 
     def _convert(self, node: Any, at: Place, side: Literal["request", "response"], budget: list[int]) -> dict[str, Any]:
+        self.dropped: dict[int, set[str]] = {}  # id() of an object → its members left out as read/write-only
         root: dict[str, Any] = {}
         pending: deque[_Pending] = deque([_Pending(node, at, 0, (), root)])
         filled: list[tuple[dict[str, Any], dict[str, Any], Place]] = []
@@ -137,6 +138,7 @@ class SchemaConverter:
                 for prop, sub in value.items():
                     resolved, _, _ = self.refs.deref(sub, members_at.child(prop))
                     if isinstance(resolved, dict) and resolved.get("readOnly" if side == "request" else "writeOnly"):
+                        self.dropped.setdefault(id(out), set()).add(prop)
                         continue
                     props[prop] = later(sub, members_at.child(prop))
                 out[key] = props
@@ -195,14 +197,17 @@ class SchemaConverter:
         self._translate(node, out)
         _merge_all_of(out)
         if "properties" in out and "required" in out:  # members dropped as read/write-only are not required
-            out["required"] = [r for r in out["required"] if r in out["properties"] or "additionalProperties" in out]
+            dropped = self.dropped.get(id(out), set())
+            others = out.get("additionalProperties", False) is not False  # a required name may come as another
+            out["required"] = [r for r in out["required"] if r in out["properties"] or (others and r not in dropped)]
             if not out["required"]:
                 del out["required"]
 
     def _coerce(self, out: dict[str, Any], at: Place) -> None:
         """An `enum` or `default` that contradicts the schema's own `type` (`type: integer` with `enum: ["1",
         "2"]`, a common slip that would make every value invalid) converted to that type when the conversion is
-        exact, else dropped; either way a note names the operation and the place (once per place)."""
+        exact, else dropped, and a length bound that the enum's own strings break dropped; either way a note names
+        the operation and the place (once per place)."""
         kinds = out.get("type")
         kinds = [kinds] if isinstance(kinds, str) else kinds
         if not isinstance(kinds, list) or not kinds or ("enum" not in out and "default" not in out):
@@ -222,6 +227,13 @@ class SchemaConverter:
             else:
                 changes.append(f"default {_short(out['default'])} read as {_short(converted_default)}")
                 out["default"] = converted_default
+        texts = [v for v in out.get("enum") or () if isinstance(v, str)]
+        for bound, broken in (
+            ("maxLength", lambda n: max(map(len, texts)) > n),
+            ("minLength", lambda n: min(map(len, texts)) < n),
+        ):
+            if texts and isinstance(out.get(bound), int) and broken(out[bound]):  # Adyen: "MALE" within maxLength 1
+                changes.append(f"{bound} {out.pop(bound)} dropped (its own enum {_short(out['enum'])} breaks it)")
         where = at.where(self.refs.root_uri)
         if changes and where not in self.coerced:
             self.coerced[where] = f"{self.operation}: {where} is {'/'.join(kinds)}: {'; '.join(changes)}"
@@ -319,20 +331,38 @@ def _merge_all_of(schema: dict[str, Any]) -> None:
     """`allOf` of plain objects merged into one object (members, required), as most documents mean it and as
     models and typed stubs read best; left alone when members overlap or carry anything else."""
     parts = schema.get("allOf")
-    if not isinstance(parts, list) or not parts:
+    if not isinstance(parts, list) or not parts or not all(isinstance(p, dict) for p in parts):
         return
-    allowed = {"type", "properties", "required", "description", "title"}
-    if not all(isinstance(p, dict) and set(p) <= allowed and p.get("type", "object") == "object" for p in parts):
+    # A closed object (additionalProperties: false) built of parts, as Azure's documents build each resource, admits
+    # no member a part adds: JSON Schema would refuse every value. Merged, the parts' members are its own.
+    closed = schema.get("additionalProperties") is False or any(p.get("additionalProperties") is False for p in parts)
+    allowed = {"type", "properties", "required", "description", "title"} | (
+        {"additionalProperties"} if closed else set()
+    )
+    if not all(set(p) <= allowed and p.get("type", "object") == "object" for p in parts):
         return
-    names = [name for p in parts for name in p.get("properties", {})]
-    if len(names) != len(set(names)) or set(schema) - {"allOf", "description", "title", "type"}:
+    if closed and not all(isinstance(p.get("additionalProperties", False), bool) for p in [schema, *parts]):
+        return
+    own = schema.get("properties", {}) if closed else {}
+    names = [*own, *(name for p in parts for name in p.get("properties", {}))]
+    others = {"allOf", "description", "title", "type"} | (
+        {"properties", "required", "additionalProperties"} if closed else set()
+    )
+    if len(names) != len(set(names)) or set(schema) - others:
         return
     del schema["allOf"]
     schema["type"] = "object"
-    schema["properties"] = {k: v for p in parts for k, v in p.get("properties", {}).items()}
-    required = [r for p in parts for r in p.get("required", [])]
+    schema["properties"] = {**own, **{k: v for p in parts for k, v in p.get("properties", {}).items()}}
+    required = [*schema.get("required", []), *(r for p in parts for r in p.get("required", []))]
     if required:
         schema["required"] = list(dict.fromkeys(required))
+    if closed:  # closed as the whole says, or as its parts all say when it adds no member of its own
+        shut = schema.get("additionalProperties") is False or (
+            not own and all(p.get("additionalProperties") is False for p in parts)
+        )
+        schema.pop("additionalProperties", None)
+        if shut:
+            schema["additionalProperties"] = False
     for key in ("description", "title"):
         if key not in schema:
             found = next((p[key] for p in parts if key in p), None)
