@@ -473,6 +473,10 @@ def one_operation(**operation: Any) -> dict[str, Any]:
         ({"openapi": "4.0.0", "info": {}, "paths": {"/x": {}}}, "OpenAPI version '4.0.0' is not supported"),
         ({"openapi": "3.0.0", "info": {}, "paths": {}}, "#/paths: the document has no operations"),
         ({"openapi": "3.0.0", "info": {}}, "#/paths: the document has no operations"),
+        (
+            {"openapi": "3.1.0", "info": {}, "paths": {}, "webhooks": {"account.created": {"post": {}}}},
+            "it describes only webhooks (1), the requests the API sends, which are not tools to call",
+        ),
         ("openapi: 3.0.0\npaths: {/x: [unclosed\n", "not valid YAML or JSON (line"),
     ],
 )

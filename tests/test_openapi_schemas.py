@@ -252,6 +252,32 @@ def test_a_closed_object_built_of_parts_admits_the_members_its_parts_add(tmp_pat
     assert not validator.is_valid({"name": "n", "location": "westeurope"})  # still requires `properties`
 
 
+def test_a_header_name_http_does_not_allow_is_a_clear_error_not_a_broken_connection(tmp_path: Path) -> None:
+    # RapidAPI's DynamicDocs names its key header "RapidAPI.com API Key" (a display name, spaces and all): the HTTP
+    # library will not write it. Nothing reached the server, so the answer must not say the call may have happened.
+    from progressive_mcp.offline.rest_upstream import RestUpstream
+    from progressive_mcp.settings import Settings
+
+    document = tmp_path / "docs.json"
+    document.write_text(json.dumps({
+        "openapi": "3.0.0",
+        "info": {"title": "DynamicDocs", "version": "1"},
+        "servers": [{"url": "https://docs.example"}],
+        "security": [{"key": []}],
+        "components": {"securitySchemes": {"key": {"type": "apiKey", "in": "header", "name": "RapidAPI.com API Key"}}},
+        "paths": {"/compile": {"post": {"operationId": "compile", "responses": {"200": {"description": "ok"}}}}},
+    }))  # fmt: skip
+    catalog, _ = load_catalog_with_report(document)
+    with RestUpstream(catalog) as upstream:
+        settings = Settings.from_env({}, spec_path=document, upstream_url=upstream.url, cache=False)
+        surface = Surface.from_settings(settings, catalog=catalog)
+        answer = surface.call_tool_wire("TOOL_CALL", {"tool_name": "compile", "arguments": {}}, CONTEXT)
+        assert upstream.requests == []
+    text = answer["content"][0]["text"]
+    assert answer["isError"] and "could not be sent: a header name or value that HTTP does not allow" in text
+    assert "may have taken effect" not in text and CONTEXT.api_key not in text
+
+
 def test_a_keyword_the_validator_cannot_read_is_left_out_of_validation_not_an_internal_error(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -217,6 +217,16 @@ def test_a_swagger_path_not_starting_with_a_slash_is_refused(tmp_path: Path) -> 
         load_catalog(document)
 
 
+def test_an_extension_among_the_paths_is_no_path(tmp_path: Path) -> None:
+    # The Paths Object may carry `x-` extensions (one of the APIs.guru directory's has `x-codegen-contextRoot`):
+    # they are neither paths to refuse nor operations
+    document = _one_path("/v1/plain")
+    document["paths"]["x-codegen-contextRoot"] = "/apis"
+    path = tmp_path / "api.json"
+    path.write_text(json.dumps(document))
+    assert [tool.name for tool in load_catalog(path).tools] == ["plain"]
+
+
 OPERATOR_KEY = "operator-key-0451-secret"
 TOKEN = "endpoint-token-for-the-path-tests-0123456789"
 

@@ -911,6 +911,33 @@ def nested(depth: int) -> Any:
     return value
 
 
+def test_a_long_string_is_refused_in_a_url_or_header_but_not_in_a_body() -> None:
+    # MAX_VALUE_CHARS keeps long values out of URLs and headers; a message's text in a REST body (Vtex's embedded
+    # invoice, a chat message) or a file's content for a gateway's filesystem server is bounded by its request.
+    from dataclasses import replace
+
+    from factories import make_tool
+
+    from progressive_mcp.catalog import Api, Operation
+    from progressive_mcp.catalog import Param as CatalogParam
+    from progressive_mcp.errors import InvalidArguments
+
+    params = (
+        CatalogParam("q", "string", False),
+        CatalogParam("X-Note", "string", False, location="header"),
+        CatalogParam("text", "string", False, location="body"),
+    )
+    rest = make_tool("post_message", params, method="POST", operation=Operation("POST", "/messages", "post_message"))
+    server = replace(make_tool("write_file", (CatalogParam("content", "string", True),)), server="fs")
+    catalog = Catalog.build(Api("t", "T", "https://t.example"), {"things": "Things"}, (rest, server))
+    long = "x" * (MAX_VALUE_CHARS * 4)
+    assert prepare_arguments(catalog, "post_message", {"text": long})["text"] == long
+    assert prepare_arguments(catalog, "write_file", {"content": long})["content"] == long
+    for name in ("q", "X-Note"):
+        with pytest.raises(InvalidArguments, match="characters long; the limit is"):
+            prepare_arguments(catalog, "post_message", {name: long})
+
+
 @pytest.mark.parametrize(
     ("arguments", "says"),
     [

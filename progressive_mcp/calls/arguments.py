@@ -20,7 +20,8 @@ from progressive_mcp.errors import InvalidArguments
 
 # Bounds on one call's arguments. No tool takes more than a dozen arguments and no real value (a ticker
 # list, a search phrase) comes near these; larger input is a mistake or an attack that must neither reach
-# the upstream URL nor be echoed back in full in the error.
+# the upstream URL nor be echoed back in full in the error. MAX_VALUE_CHARS bounds what goes in a URL or a header;
+# a string sent in a body is bounded by the request that carries it (`_oversized`).
 MAX_ARGUMENTS = 64
 MAX_VALUE_CHARS = 2048
 MAX_NESTING = 16
@@ -59,7 +60,7 @@ def prepare_arguments(catalog: Catalog, tool_name: str, raw: Any) -> dict[str, A
     arguments = {
         name: _repair(tool.param(name), value) for name, value in parse_arguments(tool.name, raw, schema).items()
     }
-    oversized = [_oversized(str(name), value) for name, value in arguments.items()]
+    oversized = [_oversized(str(name), value, _outside_url(tool, str(name))) for name, value in arguments.items()]
     if any(oversized):  # before the schema check, whose messages would echo the value
         raise InvalidArguments(tool.name, [problem for problem in oversized if problem], schema)
     if not _is_text(arguments):  # a "\ud800" escape: the validator and the upstream URL need UTF-8, which it lacks
@@ -119,12 +120,22 @@ def _repair(param: Param | None, value: Any) -> Any:
     return value
 
 
-def _oversized(name: str, value: Any) -> str | None:
-    """Why an argument is too large to check or send (None when it is not)."""
+def _outside_url(tool: CatalogTool, name: str) -> bool:
+    """Whether an argument travels in a request body: a REST body member, or any argument of an MCP server's tool
+    behind the gateway (its call is JSON). Not an argument the tool lacks, which is refused anyway."""
+    param = tool.param(name)
+    return param is not None and (tool.server is not None or param.location == "body")
+
+
+def _oversized(name: str, value: Any, outside_url: bool = False) -> str | None:
+    """Why an argument is too large to check or send (None when it is not). A string sent in a body (a message's
+    text, a file's content for a gateway's filesystem server, Vtex's embedded invoice) may be longer than one that
+    goes in the URL or a header: the request that carries it is bounded as a whole (the endpoint's body limit), as
+    strings nested in an argument already were."""
     shown = repr(name[:40] + ("…" if len(name) > 40 else ""))
     if len(name) > MAX_VALUE_CHARS:
         return f"an argument name is {len(name)} characters; the limit is {MAX_VALUE_CHARS}"
-    if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+    if isinstance(value, str) and len(value) > MAX_VALUE_CHARS and not outside_url:
         return f"{shown} is {len(value)} characters long; the limit is {MAX_VALUE_CHARS}"
     level, depth = [value], 0
     while level:  # breadth-first, so a deeply nested value costs no recursion

@@ -207,6 +207,8 @@ class HttpxTransport:
             failure = TransportError("timeout", "no answer in time")
         except httpx.ConnectError as exc:  # no connection, so nothing was sent
             failure = TransportError("connect", type(exc).__name__, sent=False)
+        except httpx.LocalProtocolError:  # written by no server's rules: its text may quote a header, so not kept
+            failure = TransportError("invalid", "a header name or value that HTTP does not allow", sent=False)
         except httpx.HTTPError as exc:  # dropped or reset once connected: the request may have arrived
             failure = TransportError("connect", type(exc).__name__)
         except httpx.InvalidURL:  # not an HTTPError: e.g. a very long passthrough key makes the URL too long

@@ -1005,8 +1005,18 @@ def build_openapi_catalog(
     if not re.match(r"^(2\.0|3\.[01])(\.\d+)?$", version):
         raise SpecError(source, [f"OpenAPI version {version!r} is not supported (2.0, 3.0.x and 3.1.x are)"])
     paths = document.get("paths")
+    if isinstance(paths, dict) and any(str(key).startswith("x-") for key in paths):
+        # The Paths Object's extensions (`x-codegen-contextRoot`) are no paths
+        paths = {key: item for key, item in paths.items() if not str(key).startswith("x-")}
+        document = {**document, "paths": paths}
     if not isinstance(paths, dict) or not paths:
-        raise SpecError(source, ["#/paths: the document has no operations (`paths` is missing or empty)"])
+        webhooks = document.get("webhooks") or document.get("x-webhooks")
+        only = (
+            f"; it describes only webhooks ({len(webhooks)}), the requests the API sends, which are not tools to call"
+            if isinstance(webhooks, dict) and webhooks
+            else ""
+        )
+        raise SpecError(source, [f"#/paths: the document has no operations (`paths` is missing or empty){only}"])
     # A path is appended to the server URL: one that does not start with `/` could continue its host or port
     # (`http://127.0.0.1:1810` + `{shard}/x`) and send calls, with the key, to a server the caller chooses.
     unrooted = [str(p) for p in paths if not str(p).startswith("/")]
