@@ -152,7 +152,8 @@ def _call(surface: Any, catalog: Any, tool: Any, upstream: Any, context: Any, he
 
 def report(rows: list[dict[str, Any]]) -> None:
     loaded = [r for r in rows if "tools" in r]
-    refusals = Counter(re.sub(r"#/\S*", "#/...", r["refused"]).split("\n")[0][:110] for r in rows if "refused" in r)
+    said = [re.sub(r"\(\d+\)", "(N)", re.sub(r"#/\S*", "#/...", r["refused"])) for r in rows if "refused" in r]
+    refusals = Counter(message.split("\n")[0][:110] for message in said)
     outcomes: Counter[str] = Counter()
     for row in loaded:
         outcomes.update(row["outcomes"])

@@ -592,6 +592,11 @@ def test_body_members_make_one_object_by_wire_name_absent_ones_left_out() -> Non
     request = sent(tool, {"name": "x", "display_name": "X", "tags": [], "dry_run": True})
     assert request.body == b'{"name":"x","displayName":"X","tags":[]}'
     assert request.query == "dry_run=true"
+    # a null given is sent (Vtex's `defaultSla`: required, nullable); only an absent member is left out
+    assert sent(tool, {"name": "x", "display_name": None}).body == b'{"name":"x","displayName":null}'
+    form = rest_tool("create", "POST", "/things", [param("name", "body"), param("note", "body")], body="members",
+                     body_type=FORM_TYPE)  # fmt: skip
+    assert sent(form, {"name": "x", "note": None}).body == b"name=x"  # a form has no null
 
 
 def test_a_whole_form_body_styles_each_member_as_an_exploded_form_parameter() -> None:
@@ -804,6 +809,13 @@ def test_a_form_body_is_an_object_or_the_form_already_encoded() -> None:
     # LibreTranslate's document (APIs.guru) gives its form body as a string: the form as the caller encoded it
     encoded = sent(form, {"body": "q=hello%20world&source=en"})
     assert encoded.body == b"q=hello%20world&source=en" and headers_of(encoded)["content-type"] == FORM_TYPE
+    # Codat's attachment upload: a multipart body that is a bare binary string names no part; nothing malformed is sent
+    parts = rest_tool(
+        "upload", "POST", "/files", [param("body", "body", schema={"type": "string"})], body="whole",
+        body_type="multipart/form-data",
+    )  # fmt: skip
+    with pytest.raises(ToolError, match="body whose parts its document does not name"):
+        sent(parts, {"body": "bytes"})
 
 
 @pytest.mark.parametrize(

@@ -318,8 +318,9 @@ def request_body(
     tool: CatalogTool, operation: Operation, arguments: Mapping[str, Any]
 ) -> tuple[bytes | None, str | None]:
     """The body and its content type: the `body` argument itself ("whole"), or the body arguments as the members
-    of one object ("members", absent ones left out); (None, None) when there is none, including a members body
-    none of whose members was given (so a request without a body carries no Content-Type either)."""
+    of one object ("members", absent ones left out, a given null kept in JSON); (None, None) when there is none,
+    including a members body none of whose members was given (so a request without a body carries no Content-Type
+    either)."""
     body_params = [p for p in tool.params if p.location == "body"]
     media = operation.body_type.split(";")[0].strip().lower()
     if operation.body == "whole":
@@ -338,7 +339,11 @@ def request_body(
         return encode_body(tool, operation.body_type, value)
     if operation.body != "members":
         return None, None
-    members = [(p, arguments[p.name]) for p in body_params if arguments.get(p.name) is not None]
+    # A null the caller gave (its schema allows it, or validation would have refused it) is sent in a JSON body,
+    # where it differs from an absent member (Vtex's `defaultSla`, required and nullable); a form has no null.
+    nulls = not media.startswith(MULTIPART) and media != FORM
+    members = [(p, arguments[p.name]) for p in body_params if p.name in arguments]
+    members = [(p, value) for p, value in members if value is not None or nulls]
     if not members:
         return None, None
     if media.startswith(MULTIPART):
@@ -482,6 +487,11 @@ def encode_body(tool: CatalogTool, body_type: str, value: Any) -> tuple[bytes, s
         return (value if given_text else _json(value)).encode("utf-8"), concrete
     if _is_json(media):
         return _json(value).encode("utf-8"), body_type
+    if media.startswith(MULTIPART):  # a part needs a name, and this document's body (a bare string) gives none
+        raise ToolError(
+            f"{tool.name} sends a {media} body whose parts its document does not name (its schema is not an "
+            "object), so this server cannot make it from JSON arguments."
+        )
     if media == FORM:
         if isinstance(value, str):  # a document whose form body is a string: the form as the caller encoded it
             return value.encode("utf-8"), body_type
