@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -185,6 +187,40 @@ def test_stripe_customer_livemode_is_a_boolean_in_the_schema_and_from_the_sample
 # --- documents that contradict themselves ----------------------------------------------------------------------
 
 
+def one_operation_document(
+    tmp_path: Path, title: str, path: str, method: str, operation: dict[str, Any], **more: Any
+) -> tuple[Catalog, Path]:
+    """A small OpenAPI 3.0 document of one operation (the shape a real document showed), written and loaded."""
+    document = tmp_path / f"{title.lower()}.json"
+    document.write_text(
+        json.dumps(
+            {
+                "openapi": "3.0.3",
+                "info": {"title": title, "version": "1"},
+                "servers": [{"url": f"https://{title.lower()}.example"}],
+                "paths": {path: {method: {"responses": {"200": {"description": "ok"}}, **operation}}},
+                **more,
+            }
+        )
+    )
+    return load_catalog_with_report(document)[0], document
+
+
+@contextmanager
+def served(catalog: Catalog, document: Path) -> Iterator[tuple[Any, Surface]]:
+    """The catalog's sample upstream on 127.0.0.1, and a progressive surface calling it."""
+    from progressive_mcp.offline.rest_upstream import RestUpstream
+    from progressive_mcp.settings import Settings
+
+    with RestUpstream(catalog) as upstream:
+        settings = Settings.from_env({}, spec_path=document, upstream_url=upstream.url, cache=False)
+        yield upstream, Surface.from_settings(settings, catalog=catalog)
+
+
+def json_body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
 def test_a_read_only_member_is_not_required_in_a_request_even_of_a_closed_object(tmp_path: Path) -> None:
     # Apideck's Employee: `id` is read-only and required, and the object allows no other members. The request's
     # schema leaves `id` out; keeping it required made every employeesAdd call invalid.
@@ -194,20 +230,11 @@ def test_a_read_only_member_is_not_required_in_a_request_even_of_a_closed_object
         "additionalProperties": False,
         "properties": {"id": {"type": "string", "readOnly": True}, "name": {"type": "string"}},
     }
-    document = tmp_path / "hris.json"
-    document.write_text(json.dumps({
-        "openapi": "3.0.3",
-        "info": {"title": "HRIS", "version": "1"},
-        "servers": [{"url": "https://hris.example"}],
-        "paths": {"/employees": {"post": {
-            "operationId": "employeesAdd",
-            "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                "type": "object", "required": ["employee"], "properties": {"employee": employee},
-            }}}},
-            "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": employee}}}},
-        }}},
-    }))  # fmt: skip
-    catalog, _ = load_catalog_with_report(document)
+    catalog, _ = one_operation_document(tmp_path, "HRIS", "/employees", "post", {
+        "operationId": "employeesAdd",
+        "requestBody": json_body({"type": "object", "required": ["employee"], "properties": {"employee": employee}}),
+        "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": employee}}}},
+    })  # fmt: skip
     validator = catalog.validator("employeesAdd")
     given = {"employee": {"name": "Ada"}}
     assert validator.is_valid(given), list(validator.iter_errors(given))
@@ -230,21 +257,11 @@ def test_a_closed_object_built_of_parts_admits_the_members_its_parts_add(tmp_pat
         "required": ["properties"],
         "properties": {"properties": {"type": "object", "properties": {"brandColor": {"type": "string"}}}},
     }
-    document = tmp_path / "logic.json"
-    document.write_text(json.dumps({
-        "openapi": "3.0.3",
-        "info": {"title": "Logic", "version": "1"},
-        "servers": [{"url": "https://logic.example"}],
-        "paths": {"/customApis/{name}": {"put": {
-            "operationId": "CustomApis_CreateOrUpdate",
-            "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                "$ref": "#/components/schemas/CustomApi"}}}},
-            "responses": {"200": {"description": "ok"}},
-        }}},
-        "components": {"schemas": {"Resource": resource, "CustomApi": api}},
-    }))  # fmt: skip
-    catalog, _ = load_catalog_with_report(document)
+    catalog, _ = one_operation_document(tmp_path, "Logic", "/customApis/{name}", "put", {
+        "operationId": "CustomApis_CreateOrUpdate",
+        "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+        "requestBody": json_body({"$ref": "#/components/schemas/CustomApi"}),
+    }, components={"schemas": {"Resource": resource, "CustomApi": api}})  # fmt: skip
     validator = catalog.validator("CustomApis_CreateOrUpdate")
     given = {"name": "n", "location": "westeurope", "tags": {"a": "b"}, "properties": {"brandColor": "#fff"}}
     assert validator.is_valid(given), list(validator.iter_errors(given))
@@ -255,22 +272,12 @@ def test_a_closed_object_built_of_parts_admits_the_members_its_parts_add(tmp_pat
 def test_a_header_name_http_does_not_allow_is_a_clear_error_not_a_broken_connection(tmp_path: Path) -> None:
     # RapidAPI's DynamicDocs names its key header "RapidAPI.com API Key" (a display name, spaces and all): the HTTP
     # library will not write it. Nothing reached the server, so the answer must not say the call may have happened.
-    from progressive_mcp.offline.rest_upstream import RestUpstream
-    from progressive_mcp.settings import Settings
-
-    document = tmp_path / "docs.json"
-    document.write_text(json.dumps({
-        "openapi": "3.0.0",
-        "info": {"title": "DynamicDocs", "version": "1"},
-        "servers": [{"url": "https://docs.example"}],
-        "security": [{"key": []}],
-        "components": {"securitySchemes": {"key": {"type": "apiKey", "in": "header", "name": "RapidAPI.com API Key"}}},
-        "paths": {"/compile": {"post": {"operationId": "compile", "responses": {"200": {"description": "ok"}}}}},
-    }))  # fmt: skip
-    catalog, _ = load_catalog_with_report(document)
-    with RestUpstream(catalog) as upstream:
-        settings = Settings.from_env({}, spec_path=document, upstream_url=upstream.url, cache=False)
-        surface = Surface.from_settings(settings, catalog=catalog)
+    key = {"type": "apiKey", "in": "header", "name": "RapidAPI.com API Key"}
+    catalog, document = one_operation_document(
+        tmp_path, "DynamicDocs", "/compile", "post", {"operationId": "compile"},
+        security=[{"key": []}], components={"securitySchemes": {"key": key}},
+    )  # fmt: skip
+    with served(catalog, document) as (upstream, surface):
         answer = surface.call_tool_wire("TOOL_CALL", {"tool_name": "compile", "arguments": {}}, CONTEXT)
         assert upstream.requests == []
     text = answer["content"][0]["text"]
@@ -283,9 +290,6 @@ def test_a_keyword_the_validator_cannot_read_is_left_out_of_validation_not_an_in
 ) -> None:
     # Linode's createDomain: a `pattern` in a regex dialect the validator lacks (\A ... \Z) made every call of the
     # tool an internal error. The keyword is left out of validation; the rest of the schema still holds.
-    from progressive_mcp.offline.rest_upstream import RestUpstream
-    from progressive_mcp.settings import Settings
-
     body = {
         "type": "object",
         "required": ["domain"],
@@ -294,23 +298,11 @@ def test_a_keyword_the_validator_cannot_read_is_left_out_of_validation_not_an_in
             "ttl": {"type": "integer", "minimum": "30"},
         },
     }
-    document = tmp_path / "domains.json"
-    document.write_text(json.dumps({
-        "openapi": "3.0.3",
-        "info": {"title": "Domains", "version": "1"},
-        "servers": [{"url": "https://domains.example"}],
-        "paths": {"/domains": {"post": {
-            "operationId": "createDomain",
-            "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
-            "responses": {"200": {"description": "ok"}},
-        }}},
-    }))  # fmt: skip
-    catalog, _ = load_catalog_with_report(document)
+    operation = {"operationId": "createDomain", "requestBody": json_body(body)}
+    catalog, document = one_operation_document(tmp_path, "Domains", "/domains", "post", operation)
     shown = _thaw(catalog.get("createDomain").input_schema)["properties"]["domain"]
     assert "pattern" in shown  # the agent still reads the document's rule
-    with RestUpstream(catalog) as upstream:
-        settings = Settings.from_env({}, spec_path=document, upstream_url=upstream.url, cache=False)
-        surface = Surface.from_settings(settings, catalog=catalog)
+    with served(catalog, document) as (upstream, surface):
 
         def call(arguments: dict[str, Any]) -> dict[str, Any]:
             return surface.call_tool_wire("TOOL_CALL", {"tool_name": "createDomain", "arguments": arguments}, CONTEXT)
@@ -411,7 +403,7 @@ def test_a_discriminated_one_of_whose_options_overlap_accepts_each_option() -> N
     assert not validator.is_valid({"tag_name": "env:prod", "body": {"type": "explode"}})
 
 
-def field_values_document() -> dict[str, Any]:
+def field_values_document(tmp_path: Path) -> Catalog:
     """PagerDuty's custom field values in small: a oneOf of two forms that require nothing (by name, by id), each
     value a oneOf of forms that overlap (Integer and Float both fit 3; String and Url both fit any string)."""
     value = {
@@ -428,29 +420,18 @@ def field_values_document() -> dict[str, Any]:
         ]
     }
     body = {"type": "object", "properties": {"custom_fields": {"type": "array", "items": field}}}
-    return {
-        "openapi": "3.0.3",
-        "info": {"title": "Fields", "version": "1"},
-        "servers": [{"url": "https://fields.example"}],
-        "paths": {
-            "/incidents/{id}/custom_fields/values": {
-                "put": {
-                    "operationId": "setIncidentFieldValues",
-                    "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
-                    "requestBody": {"content": {"application/json": {"schema": body}}},
-                    "responses": {"200": {"description": "ok"}},
-                }
-            }
-        },
+    operation = {
+        "operationId": "setIncidentFieldValues",
+        "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+        "requestBody": json_body(body),
     }
+    return one_operation_document(tmp_path, "Fields", "/incidents/{id}/custom_fields/values", "put", operation)[0]
 
 
 def test_a_one_of_whose_options_overlap_accepts_a_value_two_of_them_fit(tmp_path: Path) -> None:
     # JSON Schema's oneOf refuses a value that fits two options, so every value of PagerDuty's
     # setIncidentFieldValues was refused before it reached the API; the document means "one of these shapes".
-    document = tmp_path / "fields.json"
-    document.write_text(json.dumps(field_values_document()))
-    catalog, _ = load_catalog_with_report(document)
+    catalog = field_values_document(tmp_path)
     schema = json.dumps(_thaw(catalog.get("setIncidentFieldValues").input_schema))
     assert '"oneOf"' not in schema and schema.count('"anyOf"') >= 3  # the two forms, each one's value
     validator = catalog.validator("setIncidentFieldValues")
