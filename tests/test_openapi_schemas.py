@@ -269,6 +269,19 @@ def test_a_closed_object_built_of_parts_admits_the_members_its_parts_add(tmp_pat
     assert not validator.is_valid({"name": "n", "location": "westeurope"})  # still requires `properties`
 
 
+def test_a_header_parameter_the_call_writes_itself_is_no_argument(tmp_path: Path) -> None:
+    # Vtex's ProcessOrder declares a required `Cookie` header, PeerTube a `Content-Length` one: the call writes these
+    # (and no argument may set them), so offering them as arguments would take values that are never sent
+    headers = [
+        {"name": name, "in": "header", "required": True, "schema": {"type": "string"}}
+        for name in ("Cookie", "Content-Length", "X-Trace")
+    ]
+    catalog, _ = one_operation_document(
+        tmp_path, "Checkout", "/orders", "post", {"operationId": "ProcessOrder", "parameters": headers}
+    )
+    assert [(p.name, p.location) for p in catalog.get("ProcessOrder").params] == [("X_Trace", "header")]
+
+
 def test_a_header_name_http_does_not_allow_is_a_clear_error_not_a_broken_connection(tmp_path: Path) -> None:
     # RapidAPI's DynamicDocs names its key header "RapidAPI.com API Key" (a display name, spaces and all): the HTTP
     # library will not write it. Nothing reached the server, so the answer must not say the call may have happened.

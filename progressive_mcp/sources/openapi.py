@@ -45,6 +45,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 from urllib.parse import parse_qsl
 
+from progressive_mcp.calls.rest import FRAMING_HEADERS
 from progressive_mcp.catalog import (
     Api,
     Auth,
@@ -363,8 +364,8 @@ class _Converter:
         folded = wire.casefold()
         if (where, folded) in self.auth_params:
             return True
-        if where == "header" and folded in IGNORED_HEADERS:
-            return True
+        if where == "header" and (folded in IGNORED_HEADERS or folded in FRAMING_HEADERS):
+            return True  # or one the call writes itself and no argument may set (Vtex's `Cookie`): no argument
         described = _CREDENTIAL_WORDS.search(_text(param, "description")) is not None
         return self.auth is not None and folded in CREDENTIAL_NAMES and described
 
