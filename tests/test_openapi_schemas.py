@@ -359,6 +359,7 @@ SLIPS = {
                                     "weight": {"type": "integer", "enum": ["1", "heavy"]},
                                     "tags": {"type": "array", "items": {"type": "string"}, "default": "none"},
                                     "gender": {"type": "string", "enum": ["MALE", "FEMALE"], "maxLength": 1},
+                                    "licensed": {"type": "string", "enum": ["yes", " no", "no "], "default": "no"},
                                 },
                             }
                         }
@@ -385,6 +386,7 @@ def test_enums_and_defaults_of_the_wrong_type_are_read_as_the_declared_type(tmp_
     assert created["draft"]["default"] is True and created["level"]["enum"] == ["1", "2", "3"]
     assert "enum" not in created["weight"] and "default" not in created["tags"]  # no exact reading: dropped
     assert created["gender"] == {"type": "string", "enum": ["MALE", "FEMALE"]}  # Adyen's: the enum breaks maxLength 1
+    assert created["licensed"]["enum"] == ["yes", "no"]  # Ticketmaster's ["yes", " no"]: a list split at commas
     # A REST tool's document defaults are not sent (the upstream applies them), but the schema shows the read value.
     assert _thaw(listing.input_schema)["properties"]["limit"]["default"] == 10
     assert "limit" not in prepare_arguments(catalog, "listPages", {"size": 2, "sort": -1})

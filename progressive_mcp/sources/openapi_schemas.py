@@ -227,6 +227,11 @@ class SchemaConverter:
             else:
                 changes.append(f"default {_short(out['default'])} read as {_short(converted_default)}")
                 out["default"] = converted_default
+        if isinstance(out.get("enum"), list) and any(isinstance(v, str) and v != v.strip() for v in out["enum"]):
+            # Ticketmaster's ["yes", " no"] (a list split at commas): the API takes "no", which the enum would refuse
+            stripped = list(dict.fromkeys(v.strip() if isinstance(v, str) and v.strip() else v for v in out["enum"]))
+            changes.append(f"enum {_short(out['enum'])} read as {_short(stripped)} (spaces around values)")
+            out["enum"] = stripped
         texts = [v for v in out.get("enum") or () if isinstance(v, str)]
         for bound, broken in (
             ("maxLength", lambda n: max(map(len, texts)) > n),
