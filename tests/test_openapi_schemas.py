@@ -269,6 +269,28 @@ def test_a_closed_object_built_of_parts_admits_the_members_its_parts_add(tmp_pat
     assert not validator.is_valid({"name": "n", "location": "westeurope"})  # still requires `properties`
 
 
+def test_an_object_closed_over_members_its_parts_declare_admits_them(tmp_path: Path) -> None:
+    # PeerTube's importVideo: allOf [{additionalProperties: false, anyOf: [{targetUrl}, {magnetUri}]}, {name, ...}].
+    # additionalProperties counts only the object's own properties (it has none), so it refused every value.
+    source = {
+        "type": "object",
+        "additionalProperties": False,
+        "anyOf": [
+            {"properties": {"targetUrl": {"type": "string"}}, "required": ["targetUrl"]},
+            {"properties": {"magnetUri": {"type": "string"}}, "required": ["magnetUri"]},
+        ],
+    }
+    details = {"properties": {"name": {"type": "string"}, "channelId": {"type": "integer"}}, "required": ["name"]}
+    operation = {"operationId": "importVideo", "requestBody": json_body({"allOf": [source, details]})}
+    catalog, _ = one_operation_document(tmp_path, "PeerTube", "/videos/imports", "post", operation)
+    validator = catalog.validator("importVideo")
+    given = {"body": {"targetUrl": "https://v.example/1", "name": "talk", "channelId": 3}}
+    assert validator.is_valid(given), list(validator.iter_errors(given))
+    assert validator.is_valid({"body": {"magnetUri": "magnet:?xt=1", "name": "talk"}})
+    assert not validator.is_valid({"body": {"name": "talk"}})  # one source still required
+    assert not validator.is_valid({"body": {**given["body"], "colour": "red"}})  # still closed, as a whole
+
+
 def test_a_header_parameter_the_call_writes_itself_is_no_argument(tmp_path: Path) -> None:
     # Vtex's ProcessOrder declares a required `Cookie` header, PeerTube a `Content-Length` one: the call writes these
     # (and no argument may set them), so offering them as arguments would take values that are never sent

@@ -196,6 +196,7 @@ class SchemaConverter:
         self._coerce(out, at)
         self._translate(node, out)
         _merge_all_of(out)
+        _close_over_parts(out)
         if "properties" in out and "required" in out:  # members dropped as read/write-only are not required
             dropped = self.dropped.get(id(out), set())
             others = out.get("additionalProperties", False) is not False  # a required name may come as another
@@ -330,6 +331,47 @@ def _as_type(value: Any, kinds: list[str]) -> Any:
 
 def _short(value: Any) -> str:
     return trim(json.dumps(value, default=str), 80)
+
+
+def _close_over_parts(schema: dict[str, Any]) -> None:
+    """`additionalProperties: false` counts only the object's own `properties`, so where its members come from
+    parts (`anyOf`/`oneOf`/`allOf` members declaring them), it refuses every value: PeerTube's `importVideo` body is
+    allOf [{additionalProperties: false, anyOf: [{targetUrl}, {magnetUri}, {torrentfile}]}, {name, channelId,
+    ...}]. What such a document means is JSON Schema's `unevaluatedProperties: false`, which counts the members the
+    parts declare: an object closed over its own parts becomes that, and a closed part of an `allOf` whose siblings
+    declare other members opens, the closure moving to the whole."""
+    own = set(schema.get("properties") or {})
+    if schema.get("additionalProperties") is False and _part_names(schema) - own:
+        del schema["additionalProperties"]
+        schema["unevaluatedProperties"] = False
+    parts = schema.get("allOf")
+    if not isinstance(parts, list) or len(parts) < 2:
+        return
+    opened = False
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        closure = next(
+            (key for key in ("additionalProperties", "unevaluatedProperties") if part.get(key) is False), None
+        )
+        known = set(part.get("properties") or {}) | _part_names(part)
+        others = {name for sibling in parts if sibling is not part and isinstance(sibling, dict)
+                  for name in set(sibling.get("properties") or {}) | _part_names(sibling)}  # fmt: skip
+        if closure is not None and others - known:
+            del part[closure]
+            opened = True
+    if opened and "additionalProperties" not in schema:
+        schema["unevaluatedProperties"] = False
+
+
+def _part_names(schema: dict[str, Any]) -> set[str]:
+    """The member names that an object's `anyOf`/`oneOf`/`allOf` members declare, at any depth of such members."""
+    names: set[str] = set()
+    for key in ("anyOf", "oneOf", "allOf"):
+        for member in schema.get(key) or ():
+            if isinstance(member, dict):
+                names |= set(member.get("properties") or {}) | _part_names(member)
+    return names
 
 
 def _merge_all_of(schema: dict[str, Any]) -> None:
