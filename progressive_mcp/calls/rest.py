@@ -495,7 +495,10 @@ def encode_body(tool: CatalogTool, body_type: str, value: Any) -> tuple[bytes, s
     if media == FORM:
         if isinstance(value, str):  # a document whose form body is a string: the form as the caller encoded it
             return value.encode("utf-8"), body_type
-        raise _invalid(tool, f"the body is sent as a form, so it must be an object, not {type(value).__name__}")
+        raise ToolError(  # the schema allowed it (validation comes first), so the document is what cannot be met
+            f"{tool.name} sends a form body, which holds an object's members or an encoded form, and its document "
+            f"lets it be a {type(value).__name__}: this server cannot make such a body."
+        )
     if media.startswith("text/") or isinstance(value, str):  # XML, SDP, YAML…: the string as it is
         text = value if isinstance(value, str) else _json(value)
         content_type = body_type if "charset" in body_type.lower() else f"{body_type}; charset=utf-8"
