@@ -132,6 +132,23 @@ class Api:
     hints: Hints = field(default_factory=Hints)
 
 
+# Headers an argument may never set: the credentials (whatever the API's own auth header is called, see
+# `calls.rest.reserved_headers`), and the ones that frame the request, which httpx writes itself. A source offers
+# no argument for them (an OpenAPI header parameter named so), and a REST call drops any that would land there.
+FRAMING_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "host",
+        "content-length",
+        "content-type",
+        "transfer-encoding",
+        "connection",
+    }
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Param:
     """One argument of a tool: what becomes its JSON Schema property, and what the upstream call needs."""

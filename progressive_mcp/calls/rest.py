@@ -21,23 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from progressive_mcp.catalog import Auth, CatalogTool, Operation, Param, _thaw
+from progressive_mcp.catalog import FRAMING_HEADERS, Auth, CatalogTool, Operation, Param, _thaw
 from progressive_mcp.errors import InvalidArguments, ToolError, clip
 
-# Headers an argument may never set: the credentials (whatever the API's own auth header is called, see
-# `reserved_headers`), and the ones that frame the request, which httpx writes itself.
-FRAMING_HEADERS = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "cookie",
-        "host",
-        "content-length",
-        "content-type",
-        "transfer-encoding",
-        "connection",
-    }
-)
 FORM = "application/x-www-form-urlencoded"
 JSON_TYPE = "application/json"
 MULTIPART = "multipart/form-data"

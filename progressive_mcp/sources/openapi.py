@@ -45,8 +45,8 @@ from types import MappingProxyType
 from typing import Any, Literal
 from urllib.parse import parse_qsl
 
-from progressive_mcp.calls.rest import FRAMING_HEADERS
 from progressive_mcp.catalog import (
+    FRAMING_HEADERS,
     Api,
     Auth,
     Catalog,
