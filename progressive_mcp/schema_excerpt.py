@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from progressive_mcp.tokens import count_tokens, dumps, estimate_tokens, fits_budget
+from progressive_mcp.tokens import count_tokens, estimate_tokens, fits_budget
 
 ERROR_TOKENS = 400  # what a whole argument error may cost (DESIGN.md's budget)
 FRAME_TOKENS = 90  # its message's frame, the tool's name, the keys and the note
@@ -133,18 +133,18 @@ def get_view(entry: dict[str, Any], reserve: int = 0) -> dict[str, Any]:
     tool's description gives way."""
     budget = GET_VIEW_TOKENS - GET_FRAME_TOKENS - reserve
     schema = entry.get("inputSchema")
-    if not isinstance(schema, dict) or _cheaply_fits(entry, budget):
+    if not isinstance(schema, dict) or _fits(entry, budget, bound_first=True):
         return entry
     said = str(schema.get("description") or "")
     shortened = entry
     for how, candidate in _input_views(schema):
         noted = {**candidate, "description": (said + "\n\n" if said else "") + GET_NOTE.format(how=how)}
         shortened = {**entry, "inputSchema": noted}
-        if _cheaply_fits(shortened, budget):
+        if _fits(shortened, budget, bound_first=True):
             return shortened
     description = str(entry.get("description") or "")
     kept = len(description)
-    while kept and not _cheaply_fits({**shortened, "description": description[:kept] + "…"}, budget):
+    while kept and not _fits({**shortened, "description": description[:kept] + "…"}, budget, bound_first=True):
         kept = max(kept - 100, 0)
     shortened["description"] = description[:kept] + "…" if kept else ""
     return shortened
@@ -250,13 +250,11 @@ def _tokens(text: str) -> int:
         return estimate_tokens(text)
 
 
-def _fits(value: Any, tokens: int) -> bool:
-    return fits_budget(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str), tokens)
-
-
-def _cheaply_fits(entry: dict[str, Any], tokens: int) -> bool:
-    """`_fits`, by the tokenizer's upper bound first: a first TOOL_GET of an ordinary tool loads no vocabulary."""
-    return fits_budget(dumps(entry), tokens, bound_first=True)
+def _fits(value: Any, tokens: int, *, bound_first: bool = False) -> bool:
+    """Whether `value`'s compact JSON is within `tokens` (`fits_budget`; `bound_first` for TOOL_GET's entries, so a
+    first TOOL_GET of an ordinary tool loads no vocabulary)."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    return fits_budget(text, tokens, bound_first=bound_first)
 
 
 def mentioned(problems: Iterable[str], input_schema: dict[str, Any]) -> list[str]:
