@@ -347,17 +347,16 @@ def _close_over_parts(schema: dict[str, Any]) -> None:
     parts = schema.get("allOf")
     if not isinstance(parts, list) or len(parts) < 2:
         return
+    declared = [_declared(part) if isinstance(part, dict) else set() for part in parts]
     opened = False
-    for part in parts:
+    for i, part in enumerate(parts):
         if not isinstance(part, dict):
             continue
         closure = next(
             (key for key in ("additionalProperties", "unevaluatedProperties") if part.get(key) is False), None
         )
-        known = set(part.get("properties") or {}) | _part_names(part)
-        others = {name for sibling in parts if sibling is not part and isinstance(sibling, dict)
-                  for name in set(sibling.get("properties") or {}) | _part_names(sibling)}  # fmt: skip
-        if closure is not None and others - known:
+        others = set().union(*(names for j, names in enumerate(declared) if j != i))
+        if closure is not None and others - declared[i]:
             del part[closure]
             opened = True
     if opened and "additionalProperties" not in schema:
@@ -370,8 +369,13 @@ def _part_names(schema: dict[str, Any]) -> set[str]:
     for key in ("anyOf", "oneOf", "allOf"):
         for member in schema.get(key) or ():
             if isinstance(member, dict):
-                names |= set(member.get("properties") or {}) | _part_names(member)
+                names |= _declared(member)
     return names
+
+
+def _declared(schema: dict[str, Any]) -> set[str]:
+    """The member names an object declares: its own `properties` and its parts' (`_part_names`)."""
+    return set(schema.get("properties") or {}) | _part_names(schema)
 
 
 def _merge_all_of(schema: dict[str, Any]) -> None:
