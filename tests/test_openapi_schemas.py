@@ -166,16 +166,11 @@ def test_the_json_schema_view_caps_output_schemas_and_keeps_top_level_types(name
 
 @needs_shared
 def test_stripe_customer_livemode_is_a_boolean_in_the_schema_and_from_the_sample_upstream() -> None:
-    from progressive_mcp.offline.rest_upstream import RestUpstream
-    from progressive_mcp.settings import Settings
-
     catalog, _ = real("stripe")
     customer = _thaw(catalog.get("GetCustomersCustomer").output_schema)
     objects = [m for m in customer.get("anyOf", [customer]) if "livemode" in m.get("properties", {})]
     assert objects and all(m["properties"]["livemode"]["type"] == "boolean" for m in objects)
-    with RestUpstream(catalog) as upstream:
-        settings = Settings.from_env({}, spec_path=REAL["stripe"], upstream_url=upstream.url, cache=False)
-        surface = Surface.from_settings(settings, catalog=catalog)
+    with served(catalog, REAL["stripe"]) as (_upstream, surface):
         answer = surface.call_tool_wire(
             "TOOL_CALL", {"tool_name": "GetCustomersCustomer", "arguments": {"customer": "cus_1"}},
             CallContext(api_key="sk_test_schemas_livemode"),
