@@ -210,6 +210,12 @@ VARIANTS: dict[str, Fuse] = {
             (0.75, 1.5),
             (1.0, 1.5),
             (1.0, 2.0),
+            (1.0, 1.0),  # a model fine-tuned on written requests (model/README.md, third round)
+            (1.5, 1.5),
+            (2.0, 2.0),
+            (1.0, 3.0),
+            (1.5, 3.0),
+            (2.0, 4.0),
         )
     },
 }

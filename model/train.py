@@ -71,28 +71,59 @@ def pairs_by_api(path: str, min_novel: float = 0.0) -> dict[str, list[tuple[str,
     return by_api
 
 
-def batches(by_api: dict[str, list[tuple[str, str, str]]], rng: random.Random) -> list[list[tuple[str, str]]]:
-    made: list[list[tuple[str, str]]] = []
-    leftovers: list[tuple[str, str]] = []
+def add_queries(by_api: dict[str, list[tuple[str, str, str]]], pairs: str, queries: str) -> int:
+    """C pairs: requests written as users type them (model/queries.jsonl: api, name, query) -> their tool's document
+    (from the pairs file); returns how many were added."""
+    with open(pairs, encoding="utf-8") as file:
+        docs = {(row["api"], row["name"]): row["doc"] for row in map(json.loads, file)}
+    added = 0
+    with open(queries, encoding="utf-8") as file:
+        for row in map(json.loads, file):
+            doc = docs.get((row["api"], row["name"]))
+            if doc is not None and row["query"].strip():
+                by_api[row["api"]].append((row["query"].strip(), doc, doc))
+                added += 1
+    return added
+
+
+def rounds(rows: list[tuple[str, str, str]]) -> list[list[tuple[str, str, str]]]:
+    """The rows in rounds, each holding a tool at most once (the same tool twice in a batch would be its own
+    negative): a tool's second pair goes to the next round. Order within a round is the rows' order."""
+    made: list[list[tuple[str, str, str]]] = []
+    seen: list[set[str]] = []
+    for row in rows:
+        at = next((i for i, ids in enumerate(seen) if row[2] not in ids), len(seen))
+        if at == len(seen):
+            made.append([])
+            seen.append(set())
+        made[at].append(row)
+        seen[at].add(row[2])
+    return made
+
+
+def batches(
+    by_api: dict[str, list[tuple[str, str, str]]], rng: random.Random, *, repeats: bool = False
+) -> list[list[tuple[str, str]]]:
+    """Batches of one API's pairs (its other tools are the negatives), a tool at most once per batch; an API's
+    last few pairs join mixed batches. `repeats`: a tool's further pairs go to later batches (written requests give
+    each tool two); otherwise only its first pair (in the seeded order) is trained on."""
+    made: list[list[tuple[str, str, str]]] = []
+    leftovers: list[tuple[str, str, str]] = []
     for api in sorted(by_api):
         rows = list(by_api[api])
         rng.shuffle(rows)
-        seen: set[str] = set()
-        unique = []
-        for query, doc, identity in rows:
-            if identity not in seen:  # the same tool twice in a batch would be its own negative
-                seen.add(identity)
-                unique.append((query, doc))
-        for start in range(0, len(unique), BATCH):
-            chunk = unique[start : start + BATCH]
-            if len(chunk) >= SMALLEST_BATCH:
-                made.append(chunk)
-            else:
-                leftovers.extend(chunk)
+        for unique in rounds(rows)[: None if repeats else 1]:
+            for start in range(0, len(unique), BATCH):
+                chunk = unique[start : start + BATCH]
+                if len(chunk) >= SMALLEST_BATCH:
+                    made.append(chunk)
+                else:
+                    leftovers.extend(chunk)
     rng.shuffle(leftovers)
-    made += [leftovers[start : start + BATCH] for start in range(0, len(leftovers), BATCH)]
+    for unique in rounds(leftovers) if repeats else [leftovers]:
+        made += [unique[start : start + BATCH] for start in range(0, len(unique), BATCH)]
     rng.shuffle(made)
-    return made
+    return [[(query, doc) for query, doc, _ in batch] for batch in made]
 
 
 def main() -> None:
@@ -114,12 +145,18 @@ def main() -> None:
         help="hold the token embeddings (0) and also the first N transformer layers (N) at the base weights: -1 off",
     )
     parser.add_argument("--seed", type=int, default=SEED, help="seeds the data order and torch (soups average seeds)")
+    parser.add_argument("--queries", help="also train on these written requests (api, name, query per line)")
+    parser.add_argument("--only-queries", action="store_true", help="train on the written requests alone")
+    parser.add_argument("--max-pairs", type=int, default=MAX_PAIRS)
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
+    by_api = defaultdict(list) if args.only_queries else pairs_by_api(args.pairs, args.min_novel)
+    if args.queries:
+        print(f"{add_queries(by_api, args.pairs, args.queries)} written requests", flush=True)
     plan, taken = [], 0
-    for batch in batches(pairs_by_api(args.pairs, args.min_novel), random.Random(args.seed)):
-        if taken >= MAX_PAIRS:
+    for batch in batches(by_api, random.Random(args.seed), repeats=bool(args.queries)):
+        if taken >= args.max_pairs:
             break
         plan.append(batch)
         taken += len(batch)
