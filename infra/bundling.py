@@ -52,6 +52,9 @@ LOCAL_ONLY_FILES = frozenset(
         "progressive_mcp/__main__.py",  # `python -m progressive_mcp`
         "progressive_mcp/sources/openapi.py",  # OpenAPI documents are compiled at build time (sources/compiled.py)
         "progressive_mcp/surfaces/protocol_build.py",  # writes _mcp_snapshot.py from mcp_types (development)
+        # The search model (22 MB) and its tokenizer: the asset has no semantic extra to run them (runtime_requirements)
+        "progressive_mcp/search/models/minilm/model.onnx",
+        "progressive_mcp/search/models/minilm/tokenizer.json",
     }
 )
 # Dependencies the Lambda never imports, so the asset leaves them out (issue 18: the asset ≤ 60 MB unzipped):

