@@ -116,7 +116,7 @@ destroy: $(STAMP)
 spec-schema: $(STAMP)
 	$(VENV)/bin/progressive-mcp spec schema > spec/spec.schema.json
 
-# A fine-tuned search model to measure (PyTorch in model/.venv, not in .venv; ~15 min on 2 cores): model/README.md.
+# The search model that ships, made again (PyTorch in model/.venv, not in .venv; ~20 min on 2 cores): model/README.md.
 model: $(STAMP)
 	bash model/build.sh
 
