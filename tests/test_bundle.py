@@ -346,6 +346,7 @@ def test_asset_holds_the_handler_code_and_runtime_dependencies_only(host_asset: 
     assert not list(host_asset.glob("*.dist-info/sboms"))
     for local_only in LOCAL_ONLY_FILES:
         assert not (host_asset / local_only).exists(), local_only
+    assert not list(host_asset.rglob("*.onnx"))  # the search model (22 MB) stays out: no onnxruntime to run it
     assert [path.name for path in (host_asset / "bin").iterdir()] == ["monty"]  # no console scripts but monty
     assert not list(host_asset.rglob("tests"))
     compiled = json.loads((host_asset / "spec" / "alphavantage.json").read_text())
