@@ -84,7 +84,7 @@ def observe() -> dict[str, dict[str, Any]]:
                         "cosine": best(query.query),
                     }
                 )
-            seen[name] = {"bar": fusion._bar, "floors": floors, "records": records}
+            seen[name] = {"bar": sum(fusion._scale or (0.0, 0.0)), "floors": floors, "records": records}
     return seen
 
 

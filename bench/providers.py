@@ -3,7 +3,8 @@ pass/fail, with the load average beside them (the machine may be shared).
 
 The provider is an OpenAI-compatible endpoint played by a small HTTP server on 127.0.0.1 (hashed bags of words
 for vectors), answering after `--latency-ms` to stand for a remote API. Over Last.fm (57 tools): the first search
-(every tool document embedded, in requests of 64, then the query), searches of distinct queries (one request
+(every tool document embedded, in requests of 64, the 120 everyday requests that set the catalog's closeness
+scale, once per process, then the query), searches of distinct queries (one request
 each), repeated queries (no request: the provider's query cache), and the lexical engine alone. The bundled
 model's figures are bench/semantic_cost.py's.
 

@@ -22,7 +22,7 @@ from real_documents import REAL
 from progressive_mcp.catalog import Catalog, CatalogTool, Operation
 from progressive_mcp.cli import main
 from progressive_mcp.search import dense, embedder, fusion, vectors
-from progressive_mcp.search.index import INTENT_PRIOR, ITEM_PRIOR, SearchIndex
+from progressive_mcp.search.index import INTENT_PRIOR, ITEM_PRIOR, SURE_CONFIDENCE, SearchIndex
 from progressive_mcp.search.semantic import everyday_requests
 from progressive_mcp.sources import load_catalog
 
@@ -314,7 +314,7 @@ def test_a_process_that_only_answers_queries_never_loads_the_document_graph(
     off_topic = count_embedded(compiled, "how long do I boil an egg")
     assert off_topic["hits"] == []
     assert off_topic["graphs"] == [True]  # products on int8 weights: the query graph only
-    assert off_topic["embedded"] == 1 + len(everyday_requests())  # the query and the everyday requests
+    assert off_topic["embedded"] == 1  # the query: the everyday requests' vectors ship with the model
 
 
 @pytest.mark.parametrize(
@@ -477,7 +477,7 @@ def test_near_bar_is_a_quantile_of_the_everyday_requests_best_cosines(lastfm: Ca
     assert bar < best.max()  # else this test could not tell the quantile from the maximum
     closest = next(text for text, cosine in zip(everyday_requests(), best, strict=True) if cosine == best.max())
     assert signal.near(closest)  # the first call computes the bar (the closest request is near at either bar)
-    assert signal._bar == pytest.approx(bar)
+    assert signal._scale is not None and sum(signal._scale) == pytest.approx(bar)  # zero + unit: closeness 1
 
 
 def test_near_means_closer_to_a_tool_than_nearly_every_everyday_request_comes(lastfm: Catalog) -> None:
@@ -490,3 +490,82 @@ def test_near_means_closer_to_a_tool_than_nearly_every_everyday_request_comes(la
     assert signal.near(vectors.document(tools[3]))  # a tool's own document: cosine 1
     assert not signal.near("zzzz qqqq xxxx")
     assert len(model.texts) == len(tools) + len(everyday_requests()) + 2  # the bar's requests embedded once
+
+
+def test_closeness_is_zero_at_the_median_everyday_request_and_one_at_the_near_bar(lastfm: Catalog) -> None:
+    """`closeness` puts a query's closest cosine on the catalog's own scale: the everyday requests' best cosines, their
+    median at 0 and NEAR_QUANTILE at 1; `near` is closeness 1 or more."""
+    import numpy as np
+
+    model, signal = letter_fusion(lastfm.tools)
+    matrix = signal._vectors.matrix()
+    best = np.array([float((matrix @ model.query(text)).max()) for text in everyday_requests()])
+    middle, bar = np.quantile(best, [0.5, fusion.NEAR_QUANTILE])
+    own = vectors.document(lastfm.tools[3])  # the tool's own document: cosine 1
+    assert signal.closeness(own) == pytest.approx((1 - middle) / (bar - middle), abs=1e-3)
+    at_median = min(everyday_requests(), key=lambda text: abs(float((matrix @ model.query(text)).max()) - middle))
+    assert signal.closeness(at_median) == pytest.approx(0.0, abs=0.2)
+    assert signal.near(own) and not signal.near(at_median)
+
+
+def with_closeness(lastfm: Catalog, value: float | None) -> SearchIndex:
+    """Last.fm's index fused with the letter model, whose closeness says `value` for every query: what the engine
+    does with MiniLM's judgment, apart from the model."""
+    index = SearchIndex(lastfm.tools, semantic=False)
+    _, signal = letter_fusion(lastfm.tools)
+    signal.closeness = lambda query: value  # type: ignore[method-assign]
+    index._fusion = signal
+    return index
+
+
+def test_an_answer_minilm_finds_as_far_as_everyday_requests_reads_as_no_confident_match(lastfm: Catalog) -> None:
+    """Issue 29, item 3: the words find a tool, though not surely (confidence under SURE_CONFIDENCE), and MiniLM puts
+    the query no closer to any tool than everyday requests come (closeness below fusion.FAR): no confident match,
+    its fused ranking kept for the answer's candidates. A query the words answer surely keeps its answer."""
+    query = "album tour dates for Radiohead"
+    alone = SearchIndex(lastfm.tools, semantic=False).rank(query)
+    assert alone.off_topic is None and alone.confidence < SURE_CONFIDENCE  # the words alone answer it, unsurely
+    far = with_closeness(lastfm, fusion.FAR - 0.01).rank(query)
+    assert far.off_topic and far.fused and far.scores and not far.near
+    kept = with_closeness(lastfm, fusion.FAR).rank(query)
+    assert kept.off_topic is None and kept.fused
+    assert [doc for doc, _ in far.scores] == [doc for doc, _ in kept.scores]
+    sure = "similar artists to Radiohead"
+    assert SearchIndex(lastfm.tools, semantic=False).rank(sure).confidence >= SURE_CONFIDENCE
+    assert with_closeness(lastfm, -5.0).rank(sure).off_topic is None
+
+
+def test_a_query_rejected_for_its_words_that_minilm_finds_close_is_answered(lastfm: Catalog) -> None:
+    """Issue 29, item 3: no tool shares enough of the query's words, but MiniLM finds a tool far closer to it than
+    everyday requests come (closeness fusion.CLOSE or more): answered, from the fused ranking. Below CLOSE it stays
+    rejected (near, so TOOL_SEARCH shows candidates); a query rejected for its shape (asking for an explanation) is
+    never answered so."""
+    query = "musicians akin to Bjork"
+    lexical = SearchIndex(lastfm.tools, semantic=False).rank(query)
+    assert lexical.off_topic is not None
+    close = with_closeness(lastfm, fusion.CLOSE).rank(query)
+    assert close.off_topic is None and close.fused and close.scores
+    short = with_closeness(lastfm, fusion.CLOSE - 0.01).rank(query)
+    assert short.off_topic == lexical.off_topic and short.near
+    explain = "explain what scrobbling means"
+    assert SearchIndex(lastfm.tools, semantic=False).rank(explain).off_topic
+    assert with_closeness(lastfm, 5.0).rank(explain).off_topic
+
+
+def test_without_minilms_judgment_the_words_decide(lastfm: Catalog) -> None:
+    """A model that cannot answer (closeness None) changes no decision."""
+    for query in ("similar artists to Radiohead", "musicians akin to Bjork"):
+        alone = SearchIndex(lastfm.tools, semantic=False).rank(query)
+        assert with_closeness(lastfm, None).rank(query).off_topic == alone.off_topic
+
+
+def test_the_shipped_everyday_vectors_are_the_models_own(minilm: embedder.Embedder) -> None:
+    """models/minilm/everyday.json holds what the shipped model makes of today's everyday requests (read as queries),
+    so a process's first search embeds only its query; after a new model or new requests, `python -m
+    progressive_mcp.search.embedder` writes it again (model/README.md), else this fails."""
+
+    stored = embedder.stored_everyday(everyday_requests())
+    assert stored is not None, "everyday.json is missing or made by another model or for other requests"
+    fresh = embedder.embed_queries(everyday_requests())
+    assert float((stored * fresh).sum(axis=1).min()) > 0.999  # int8 rows of the same vectors
+    assert embedder.stored_everyday(everyday_requests()[:-1]) is None  # other requests: embedded at run time

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 # Stored vectors (compiled catalogs, the gateway's tool store) are keyed by this: a vector of another model, such as
 # the stock all-MiniLM-L6-v2 ("all-MiniLM-L6-v2-int8", before 2026-11-29), is never mixed with this one's.
-MODEL_ID = "minilm-l6-requests-int8-1"
+MODEL_ID = "minilm-l6-requests-int8-2"
 DIMENSION = 384
 MAX_TOKENS = 128  # the model's training length; a longer tool document is cut (its first words say the most)
 BATCH = 32
@@ -44,7 +44,12 @@ QUERY_CACHE = 512  # queries whose vectors are kept: an agent often asks the sam
 TOKENIZER = Path(__file__).with_name("models") / "minilm" / "tokenizer.json"
 MODEL = TOKENIZER.with_name("model.onnx")
 # The model file's digest (model/README.md): vectors from any other file would not match stored ones.
-MODEL_SHA256 = "b3ab9dc543b0be738d9f8f5bbd3cad17aab52af91e5112290cba5faf69d005c6"
+MODEL_SHA256 = "0560c0efa5a7ee3e68df09a1de6915b08b7f2734d2bcc47b009c7f27172967ad"
+
+# The everyday requests' vectors (`semantic.everyday_requests`, read as queries), made by this model once and shipped
+# (`write_everyday`): TOOL_SEARCH's closeness scale (`fusion.SemanticFusion.closeness`) needs them for every catalog,
+# and embedding ~120 requests on a process's first search would cost about 0.3 s.
+EVERYDAY = MODEL.with_name("everyday.json")
 
 _REQUIRED_MODULES = ("onnxruntime", "tokenizers", "numpy")
 
@@ -191,3 +196,48 @@ def embed_query(text: str) -> NDArray[np.float32]:
 def content_key(text: str) -> str:
     """The key a stored vector is kept under: the model and the text's digest, so a changed text or model misses."""
     return f"{MODEL_ID}:{hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]}"
+
+
+def _texts_digest(texts: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
+
+
+def stored_everyday(texts: Sequence[str]) -> NDArray[np.float32] | None:
+    """The shipped vectors of these everyday requests (EVERYDAY) as unit rows, or None where the file is missing or
+    was made by another model or for other texts (then they are embedded at run time)."""
+    import base64
+    import json
+
+    import numpy as np
+
+    try:
+        stored = json.loads(EVERYDAY.read_text(encoding="utf-8"))
+        if stored.get("model") != MODEL_ID or stored.get("texts") != _texts_digest(texts):
+            return None
+        rows = np.frombuffer(base64.b64decode(stored["int8"]), dtype=np.int8).reshape(len(texts), DIMENSION)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    matrix = rows.astype(np.float32)
+    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+
+
+def write_everyday(texts: Sequence[str]) -> None:
+    """Embed the everyday requests with this model, as queries, and store them as int8 rows in EVERYDAY (after a
+    new model: model/README.md)."""
+    import base64
+    import json
+
+    import numpy as np
+
+    vectors = embed_queries(texts)
+    peaks = np.maximum(np.abs(vectors).max(axis=1, keepdims=True), 1e-12)
+    rows = np.rint(vectors * 127.0 / peaks).astype(np.int8)
+    stored = {"model": MODEL_ID, "texts": _texts_digest(texts), "int8": base64.b64encode(rows.tobytes()).decode()}
+    EVERYDAY.write_text(json.dumps(stored) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":  # python -m progressive_mcp.search.embedder: write EVERYDAY for the shipped model
+    from progressive_mcp.search.semantic import everyday_requests
+
+    write_everyday(everyday_requests())
+    print(f"wrote {EVERYDAY}")

@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from progressive_mcp.errors import EmbeddingProviderError
-from progressive_mcp.search import providers
+from progressive_mcp.search import embedder, providers
 from progressive_mcp.search.records import without_ids
 from progressive_mcp.search.vectors import ToolVectors
 
@@ -54,8 +54,15 @@ TAIL_SHARE = 0.5
 # let a single request that happens to share a verb with a tool ("remove ... stain" against a remove-tag tool) set
 # the bar for every query; 0.95 and 0.9 measured alike (tuning sets, shown; docs/search.md).
 NEAR_QUANTILE = 0.95
+# MiniLM's say on whether anything fits, in `SemanticFusion.closeness` (0: as close as the median everyday request
+# comes to a tool, 1: `near`'s bar): an answered query below FAR reads as no confident match; one rejected for its
+# words at CLOSE or above is answered.
+FAR, CLOSE = 1.0, 1.8
 
 log = logging.getLogger(__name__)
+# The everyday requests' vectors by provider model (`SemanticFusion._everyday`): the same for every catalog.
+_EVERYDAY: dict[str, NDArray[np.float32]] = {}
+_EVERYDAY_LOCK = threading.Lock()
 
 
 class SemanticFusion:
@@ -71,6 +78,7 @@ class SemanticFusion:
         self._vectors = vectors or ToolVectors(tools)
         provider = providers.active()
         self._embed_query = embed_query or provider.embed_query
+        self._model_id = provider.model_id
         # `near`'s anchors stand for queries: read as queries are (the bundled model's int8 query graph, a remote
         # provider's query input), in one batch; an injected query embedder (tests) is asked text by text.
         self._embed_batch: Callable[[Sequence[str]], NDArray[np.float32]] | None = (
@@ -78,7 +86,7 @@ class SemanticFusion:
         )
         self._broken = False
         self._lock = threading.Lock()
-        self._bar: float | None = None
+        self._scale: tuple[float, float] | None = None  # `closeness`'s zero and unit
 
     def ranking(self, query: str, depth: int, leave_out: Collection[int] = ()) -> list[int] | None:
         """The `depth` tools closest to the query, best first (ties to the lower index), none of `leave_out`;
@@ -111,37 +119,59 @@ class SemanticFusion:
 
     def near(self, query: str) -> bool:
         """Whether the query's closest tool is closer than nearly every everyday request (`semantic.everyday_requests`:
-        cooking, weather, homework ...) comes to any tool (NEAR_QUANTILE of their best cosines): a query the lexical
-        engine rejects but that is still about this catalog, calibrated per catalog without labels. The bar is
-        computed once, on first use. The query is read without its ids, as `fuse` reads it: one embedding serves
-        both."""
+        cooking, weather, homework ...) comes to any tool: `closeness` 1 or more. A query the lexical engine rejects
+        but that is still about this catalog."""
+        close = self.closeness(query)
+        return close is not None and close >= 1.0
+
+    def closeness(self, query: str) -> float | None:
+        """How close the query's closest tool is, on a scale set per catalog without labels by the everyday requests
+        (`semantic.everyday_requests`) and their own closest tools: 0 as close as the median everyday request comes,
+        1 as close as NEAR_QUANTILE of them (`near`'s bar); None without the model. The scale is computed once, on
+        first use. The query is read without its ids, as `fuse` reads it: one embedding serves both."""
         if self._broken:
-            return False
+            return None
         import numpy as np
 
         try:
             matrix = self._vectors.matrix()
             if not len(matrix):
-                return False
+                return None
             with self._lock:
-                if self._bar is None:
+                if self._scale is None:
                     from progressive_mcp.search.semantic import everyday_requests
 
                     texts = everyday_requests()
                     anchors = (
-                        self._embed_batch(texts)
+                        self._everyday(texts)
                         if self._embed_batch is not None
                         else np.stack([self._embed_query(text) for text in texts])
                     )
                     best_of_each = np.einsum("ij,kj->ik", anchors, matrix).max(axis=1)
-                    self._bar = float(np.quantile(best_of_each, NEAR_QUANTILE))
+                    middle, bar = (float(v) for v in np.quantile(best_of_each, [0.5, NEAR_QUANTILE]))
+                    self._scale = (middle, max(bar - middle, 1e-6))
+                middle, unit = self._scale
             best = float(np.einsum("ij,j->i", matrix, self._embed_query(without_ids(query))).max())
         except EmbeddingProviderError:
-            return False
+            return None
         except (ImportError, OSError, ValueError, RuntimeError) as exc:
             self._give_up(exc)
-            return False
-        return best >= self._bar
+            return None
+        return (best - middle) / unit
+
+    def _everyday(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """The everyday requests' vectors from the provider, once per process and model: the bundled model's are
+        shipped (`embedder.stored_everyday`); a remote provider is asked once."""
+        with _EVERYDAY_LOCK:
+            anchors = _EVERYDAY.get(self._model_id)
+            if anchors is None:
+                if self._model_id == embedder.MODEL_ID:
+                    anchors = embedder.stored_everyday(texts)
+                if anchors is None:
+                    assert self._embed_batch is not None
+                    anchors = self._embed_batch(texts)
+                _EVERYDAY[self._model_id] = anchors
+            return anchors
 
     def _give_up(self, exc: Exception) -> None:
         """The model cannot be used: lexical search alone from now on (loading it again per query would cost a

@@ -36,7 +36,9 @@ from progressive_mcp.catalog import CatalogTool
 from progressive_mcp.collector import collector_paused
 from progressive_mcp.search import english, providers, records
 from progressive_mcp.search import vocabulary as vocab
+from progressive_mcp.search.fusion import CLOSE as ANSWER_CLOSENESS
 from progressive_mcp.search.fusion import DEPTH as FUSION_DEPTH
+from progressive_mcp.search.fusion import FAR as FAR_CLOSENESS
 from progressive_mcp.search.fusion import SemanticFusion
 from progressive_mcp.search.semantic import SemanticRescue, semantic_enabled
 from progressive_mcp.search.vocabulary import EMPTY, Hint, Vocabulary
@@ -100,6 +102,9 @@ ITEM_PRIOR = 0.4
 # coverage, what the best COVERAGE_DEPTH tools answer between them (a query may need two tools), and the relative
 # score, what the best tool answers alone.
 MIN_CONFIDENCE = 0.5
+# ... and an answered query whose confidence reaches SURE_CONFIDENCE keeps its answer, however far MiniLM finds it
+# (`SearchIndex._fused`): the words name what it asks for.
+SURE_CONFIDENCE = 0.85
 COVERAGE_DEPTH = 5
 MATCH_QUALITY = 0.5  # for coverage, a word found once in a description already counts as answered
 
@@ -784,13 +789,21 @@ class SearchIndex:
         catalog; else the ranking unchanged."""
         if self._fusion is None:
             return ranking
-        near = False
-        if ranking.off_topic is not None:
-            if ranking.off_topic not in _LEXICAL_REASONS:
-                return ranking
-            # Fused even when not near: TOOL_SEARCH's "nothing fits" still names the few closest tools, and MiniLM
-            # finds a bare entity's tool ("tell me about Björk") where no word is shared (issue 29).
-            near = self._fusion.near(query)
+        off_topic = ranking.off_topic
+        if off_topic is not None and off_topic not in _LEXICAL_REASONS:
+            return ranking
+        # MiniLM's say on whether anything fits (`fusion.SemanticFusion.closeness`): an answer whose closest tool is
+        # no closer than everyday requests come reads as no confident match; a query rejected for its words whose
+        # closest tool is far closer than that is answered. Rejected and fused even when not near: TOOL_SEARCH's
+        # "nothing fits" still names the few closest tools, and MiniLM finds a bare entity's tool ("tell me about
+        # Björk") where no word is shared (issue 29).
+        close = self._fusion.closeness(query)
+        near = close is not None and close >= 1.0
+        if close is not None:
+            if off_topic is None and close < FAR_CLOSENESS and ranking.confidence < SURE_CONFIDENCE:
+                off_topic = _FAR_FROM_TOOLS
+            elif off_topic is not None and close >= ANSWER_CLOSENESS:
+                off_topic = None
         leave_out: frozenset[int] | set[int] = excluded
         if categories:
             leave_out = set(excluded) | {i for i, tool in enumerate(self._tools) if tool.category not in categories}
@@ -799,7 +812,7 @@ class SearchIndex:
             return ranking
         fused = self._by_need(self._by_intent(fused, ranking.analysis.intent), ranking.analysis)
         a = ranking
-        return Ranking(a.analysis, fused, a.coverage, a.relative, a.confidence, a.off_topic, a.semantic, True, near)
+        return Ranking(a.analysis, fused, a.coverage, a.relative, a.confidence, off_topic, a.semantic, True, near)
 
     # --- reading a query ------------------------------------------------------------------------------------
 
@@ -1222,6 +1235,8 @@ _EXPLANATION = "asks for an explanation, which no data tool gives"
 _NO_SHARED_WORD = "no tool shares a word with it"
 _UNANSWERED = "the best tools leave too much of it unanswered"
 _LEXICAL_REASONS = frozenset({_NO_SHARED_WORD, _UNANSWERED})
+# Answered for its words, but MiniLM puts every tool as far from it as everyday requests come (`fusion.FAR`).
+_FAR_FROM_TOOLS = "its meaning is as far from every tool as everyday requests are"
 _POLITE_OPENERS = frozenset({"please", "hey", "hi", "hello", "so", "ok", "okay", "um"})
 _FEW_CANDIDATES = 4  # below this many times the tools a ranking keeps, scoring them all is as quick as skipping some
 _POLITE = frozenset({"please", "help", "me", "can", "could", "would", "you", "kindly", "i", "want", "to", "need"})
