@@ -138,8 +138,11 @@ def test_fusion_merges_the_two_rankings_by_reciprocal_rank(lastfm: Catalog) -> N
     assert fused[0] == (40, pytest.approx(1 / (fusion.K + 1) / best))
     left_out = signal.ranking("zzz", fusion.DEPTH, leave_out={semantic[0]})
     assert left_out is not None and semantic[0] not in left_out and left_out[0] == semantic[1]
-    # The tool documents were embedded once, at the first ranking; each search embeds its query alone.
-    assert len(model.texts) == len(tools) + 3
+    # The tool documents were embedded once, at the first ranking, then the query, once: its cosines are kept while
+    # the same text is asked about again (`closeness`, then `ranking`).
+    assert len(model.texts) == len(tools) + 1
+    signal.ranking("yyy", fusion.DEPTH)
+    assert model.texts[-1] == "yyy" and len(model.texts) == len(tools) + 2
 
 
 def test_minilm_weighs_more_where_the_words_answer_less(lastfm: Catalog) -> None:

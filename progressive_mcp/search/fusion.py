@@ -87,6 +87,7 @@ class SemanticFusion:
         self._broken = False
         self._lock = threading.Lock()
         self._scale: tuple[float, float] | None = None  # `closeness`'s zero and unit
+        self._last: tuple[str, NDArray[np.float32], NDArray[np.float32]] | None = None  # `_cosines`'
 
     def ranking(self, query: str, depth: int, leave_out: Collection[int] = ()) -> list[int] | None:
         """The `depth` tools closest to the query, best first (ties to the lower index), none of `leave_out`;
@@ -94,8 +95,7 @@ class SemanticFusion:
         if self._broken:
             return None
         try:
-            matrix = self._vectors.matrix()
-            query_vector = self._embed_query(query)
+            scores = self._cosines(query)
         except EmbeddingProviderError:  # a remote provider's outage (it logs it): lexical alone until it answers
             return None
         except (ImportError, OSError, ValueError, RuntimeError) as exc:
@@ -103,9 +103,6 @@ class SemanticFusion:
             return None
         import numpy as np
 
-        # einsum, not `matrix @ query`: the BLAS behind @ splits a (5,000 x 384) product over threads, which on a
-        # busy 2-core machine cost 36 ms where one thread takes 1 ms (bench/semantic_cost.py).
-        scores = np.einsum("ij,j->i", matrix, query_vector)
         order = np.argsort(-scores, kind="stable")
         if not leave_out:
             return [int(i) for i in order[:depth]]
@@ -151,13 +148,28 @@ class SemanticFusion:
                     middle, bar = (float(v) for v in np.quantile(best_of_each, [0.5, NEAR_QUANTILE]))
                     self._scale = (middle, max(bar - middle, 1e-6))
                 middle, unit = self._scale
-            best = float(np.einsum("ij,j->i", matrix, self._embed_query(without_ids(query))).max())
+            best = float(self._cosines(without_ids(query)).max())
         except EmbeddingProviderError:
             return None
         except (ImportError, OSError, ValueError, RuntimeError) as exc:
             self._give_up(exc)
             return None
         return (best - middle) / unit
+
+    def _cosines(self, text: str) -> NDArray[np.float32]:
+        """The text's cosine with every tool; the last text's are kept, since `closeness` and `ranking` read the same
+        query one after the other."""
+        import numpy as np
+
+        matrix = self._vectors.matrix()
+        last = self._last
+        if last is not None and last[0] == text and last[1] is matrix:
+            return last[2]
+        # einsum, not `matrix @ query`: the BLAS behind @ splits a (5,000 x 384) product over threads, which on a
+        # busy 2-core machine cost 36 ms where one thread takes 1 ms (bench/semantic_cost.py).
+        scores = np.einsum("ij,j->i", matrix, self._embed_query(text))
+        self._last = (text, matrix, scores)  # one tuple, replaced whole: safe to read from other threads
+        return scores
 
     def _everyday(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """The everyday requests' vectors from the provider, once per process and model: the bundled model's are
