@@ -205,34 +205,29 @@ def _texts_digest(texts: Sequence[str]) -> str:
 def stored_everyday(texts: Sequence[str]) -> NDArray[np.float32] | None:
     """The shipped vectors of these everyday requests (EVERYDAY) as unit rows, or None where the file is missing or
     was made by another model or for other texts (then they are embedded at run time)."""
-    import base64
     import json
 
-    import numpy as np
+    from progressive_mcp.search import vectors  # it imports this module
 
     try:
         stored = json.loads(EVERYDAY.read_text(encoding="utf-8"))
         if stored.get("model") != MODEL_ID or stored.get("texts") != _texts_digest(texts):
             return None
-        rows = np.frombuffer(base64.b64decode(stored["int8"]), dtype=np.int8).reshape(len(texts), DIMENSION)
+        rows = vectors.dequantize(vectors.decode(stored["int8"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    matrix = rows.astype(np.float32)
-    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+    return rows if len(rows) == len(texts) else None
 
 
 def write_everyday(texts: Sequence[str]) -> None:
-    """Embed the everyday requests with this model, as queries, and store them as int8 rows in EVERYDAY (after a
-    new model: model/README.md)."""
-    import base64
+    """Embed the everyday requests with this model, as queries, and store them as int8 rows (`vectors.quantize`) in
+    EVERYDAY (after a new model: model/README.md)."""
     import json
 
-    import numpy as np
+    from progressive_mcp.search import vectors
 
-    vectors = embed_queries(texts)
-    peaks = np.maximum(np.abs(vectors).max(axis=1, keepdims=True), 1e-12)
-    rows = np.rint(vectors * 127.0 / peaks).astype(np.int8)
-    stored = {"model": MODEL_ID, "texts": _texts_digest(texts), "int8": base64.b64encode(rows.tobytes()).decode()}
+    rows = vectors.encode(vectors.quantize(embed_queries(texts)))
+    stored = {"model": MODEL_ID, "texts": _texts_digest(texts), "int8": rows}
     EVERYDAY.write_text(json.dumps(stored) + "\n", encoding="utf-8")
 
 

@@ -792,11 +792,11 @@ class SearchIndex:
         off_topic = ranking.off_topic
         if off_topic is not None and off_topic not in _LEXICAL_REASONS:
             return ranking
-        # MiniLM's say on whether anything fits (`fusion.SemanticFusion.closeness`): an answer whose closest tool is
-        # no closer than everyday requests come reads as no confident match; a query rejected for its words whose
-        # closest tool is far closer than that is answered. Rejected and fused even when not near: TOOL_SEARCH's
-        # "nothing fits" still names the few closest tools, and MiniLM finds a bare entity's tool ("tell me about
-        # Björk") where no word is shared (issue 29).
+        # MiniLM's say on whether anything fits (`fusion.SemanticFusion.closeness`): an answer the words give unsurely
+        # (under SURE_CONFIDENCE) whose closest tool is no closer than nearly every everyday request comes reads as no
+        # confident match; a query rejected for its words whose closest tool is far closer than that is answered.
+        # Rejected and fused even when not near: TOOL_SEARCH's "nothing fits" still names the few closest tools, and
+        # MiniLM finds a bare entity's tool ("tell me about Björk") where no word is shared (issue 29).
         close = self._fusion.closeness(query)
         near = close is not None and close >= 1.0
         if close is not None:
