@@ -361,3 +361,25 @@ def test_an_answer_naming_no_tool_lists_all_categories_only_when_they_are_few(tm
         assert list(answer["categories"]) == list(catalog.categories)
     else:
         assert "categories" not in answer and count_tokens(json.dumps(answer)) < 60
+
+
+def test_an_answer_minilm_finds_far_from_every_tool_still_lists_candidates(lastfm: Catalog) -> None:
+    """Issue 29, item 3: the words answered the query, but MiniLM found it as far from every tool as everyday requests
+    come (`index.FAR_FROM_TOOLS`): its confidence is low, not nil, so the answer lists its candidates even where its
+    best tool answers under LOW_CONFIDENCE_SHARE of it (set here on the engine's own ranking)."""
+    from dataclasses import replace
+
+    from progressive_mcp.search.index import FAR_FROM_TOOLS
+
+    meta = MetaTools(lastfm, semantic=False)
+    real_rank = meta.index.rank
+
+    def far_rank(query: str, **options: Any) -> Any:
+        ranking = real_rank(query, **options)
+        return replace(ranking, off_topic=FAR_FROM_TOOLS, relative=LOW_CONFIDENCE_SHARE / 2)
+
+    meta.index.rank = far_rank  # type: ignore[method-assign]
+    answer = meta.tool_search({"query": "similar artists to Radiohead"})
+    assert answer["results"] == [] and "low-confidence" in answer["hint"]
+    candidates = tail_names(answer["candidates"])
+    assert "artist.getSimilar" in candidates and len(candidates) > MAX_CLOSEST

@@ -801,7 +801,7 @@ class SearchIndex:
         near = close is not None and close >= 1.0
         if close is not None:
             if off_topic is None and close < FAR_CLOSENESS and ranking.confidence < SURE_CONFIDENCE:
-                off_topic = _FAR_FROM_TOOLS
+                off_topic = FAR_FROM_TOOLS
             elif off_topic is not None and close >= ANSWER_CLOSENESS:
                 off_topic = None
         leave_out: frozenset[int] | set[int] = excluded
@@ -1235,8 +1235,9 @@ _EXPLANATION = "asks for an explanation, which no data tool gives"
 _NO_SHARED_WORD = "no tool shares a word with it"
 _UNANSWERED = "the best tools leave too much of it unanswered"
 _LEXICAL_REASONS = frozenset({_NO_SHARED_WORD, _UNANSWERED})
-# Answered for its words, but MiniLM puts every tool as far from it as everyday requests come (`fusion.FAR`).
-_FAR_FROM_TOOLS = "its meaning is as far from every tool as everyday requests are"
+# Answered for its words, but MiniLM puts every tool as far from it as everyday requests come (`fusion.FAR`): the
+# words' confidence is low, not nil, so TOOL_SEARCH answers its candidates.
+FAR_FROM_TOOLS = "its meaning is as far from every tool as everyday requests are"
 _POLITE_OPENERS = frozenset({"please", "hey", "hi", "hello", "so", "ok", "okay", "um"})
 _FEW_CANDIDATES = 4  # below this many times the tools a ranking keeps, scoring them all is as quick as skipping some
 _POLITE = frozenset({"please", "help", "me", "can", "could", "would", "you", "kindly", "i", "want", "to", "need"})

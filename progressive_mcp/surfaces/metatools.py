@@ -28,7 +28,7 @@ from progressive_mcp.catalog import TOOL_ANNOTATIONS, Catalog, CatalogTool, _tha
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool, clip
 from progressive_mcp.schema_excerpt import get_view, output_view
 from progressive_mcp.search import providers
-from progressive_mcp.search.index import Hit, SearchIndex
+from progressive_mcp.search.index import FAR_FROM_TOOLS, Hit, SearchIndex
 from progressive_mcp.search.semantic import semantic_enabled
 from progressive_mcp.tokens import dumps, estimate_tokens
 
@@ -87,8 +87,10 @@ MIN_SUMMARY_CHARS = 12
 # match see their tool among the candidates and 26 of 89 such negatives get candidates; the no-match rule's own
 # `Ranking.confidence` at 0.3 gives 11 and 45 (a broad catalog's common words cover off-topic questions together).
 LOW_CONFIDENCE_SHARE = 0.3
-# Also where MiniLM finds the query nearer the catalog than any everyday request (`Ranking.near`); then the candidates
-# are the lexical and MiniLM rankings fused. Issue 29, on the tuning sets only: Last.fm's 34 positives without a
+# Also where MiniLM finds the query nearer the catalog than any everyday request (`Ranking.near`), and where the words
+# answered it but MiniLM finds it as far from every tool as everyday requests come (`index.FAR_FROM_TOOLS`: the
+# confidence is low, not nil); then the candidates are the lexical and MiniLM rankings fused.
+# Issue 29, on the tuning sets only: Last.fm's 34 positives without a
 # confident match see their grade-2 tool among the candidates 20 times (4 before: lexical, 8 lines, share alone), 14
 # of its 31 such negatives get candidates (8 before); Spotify dev's 3 and 9 are unchanged (1 and 3).
 # 30, not 20, since 2026-11-29 (`eval --catalogs`, `bench/paired_eval.py`): near queries of Last.fm had their tool at
@@ -426,7 +428,7 @@ class MetaTools:
             if more:
                 result["more"] = more
         else:
-            low = ranking.relative >= LOW_CONFIDENCE_SHARE or ranking.near
+            low = ranking.relative >= LOW_CONFIDENCE_SHARE or ranking.near or ranking.off_topic == FAR_FROM_TOOLS
             most = MAX_CANDIDATES if low else MAX_CLOSEST
             closest = self.index.hits(ranking, most, cut=False)
             lines = self._lines(closest, budget - spent, most) if closest else ""
