@@ -55,8 +55,9 @@ TAIL_SHARE = 0.5
 # the bar for every query; 0.95 and 0.9 measured alike (tuning sets, shown; docs/search.md).
 NEAR_QUANTILE = 0.95
 # MiniLM's say on whether anything fits, in `SemanticFusion.closeness` (0: as close as the median everyday request
-# comes to a tool, 1: `near`'s bar): an answered query below FAR reads as no confident match; one rejected for its
-# words at CLOSE or above is answered.
+# comes to a tool, NEAR: `near`'s bar, the scale's unit by construction): an answered query below FAR reads as no
+# confident match; one rejected for its words at CLOSE or above is answered.
+NEAR = 1.0
 FAR, CLOSE = 1.0, 1.8
 
 log = logging.getLogger(__name__)
@@ -116,10 +117,10 @@ class SemanticFusion:
 
     def near(self, query: str) -> bool:
         """Whether the query's closest tool is closer than nearly every everyday request (`semantic.everyday_requests`:
-        cooking, weather, homework ...) comes to any tool: `closeness` 1 or more. A query the lexical engine rejects
+        cooking, weather, homework ...) comes to any tool: `closeness` NEAR or more. A query the lexical engine rejects
         but that is still about this catalog."""
         close = self.closeness(query)
-        return close is not None and close >= 1.0
+        return close is not None and close >= NEAR
 
     def closeness(self, query: str) -> float | None:
         """How close the query's closest tool is, on a scale set per catalog without labels by the everyday requests

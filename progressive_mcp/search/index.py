@@ -39,6 +39,7 @@ from progressive_mcp.search import vocabulary as vocab
 from progressive_mcp.search.fusion import CLOSE as ANSWER_CLOSENESS
 from progressive_mcp.search.fusion import DEPTH as FUSION_DEPTH
 from progressive_mcp.search.fusion import FAR as FAR_CLOSENESS
+from progressive_mcp.search.fusion import NEAR as NEAR_CLOSENESS
 from progressive_mcp.search.fusion import SemanticFusion
 from progressive_mcp.search.semantic import SemanticRescue, semantic_enabled
 from progressive_mcp.search.vocabulary import EMPTY, Hint, Vocabulary
@@ -798,7 +799,7 @@ class SearchIndex:
         # Rejected and fused even when not near: TOOL_SEARCH's "nothing fits" still names the few closest tools, and
         # MiniLM finds a bare entity's tool ("tell me about Björk") where no word is shared (issue 29).
         close = self._fusion.closeness(query)
-        near = close is not None and close >= 1.0
+        near = close is not None and close >= NEAR_CLOSENESS
         if close is not None:
             if off_topic is None and close < FAR_CLOSENESS and ranking.confidence < SURE_CONFIDENCE:
                 off_topic = FAR_FROM_TOOLS
