@@ -155,6 +155,7 @@ def _cosines(self: fusion.SemanticFusion, text: str) -> np.ndarray:
 def record(sets: Sequence[tuple[str, Any, Any, Any]]) -> dict[str, tuple[list[Query], dict[str, Any]]]:
     """Per set: its fused queries (features, priors, labels) and the engine's own run of the set."""
     seen: dict[str, Any] = {}
+    gated: dict[str, bool] = {}
 
     def fuse(self, query, lexical, leave_out=(), **options):  # type: ignore[no-untyped-def]
         shipped = _shipped_fuse(self, query, lexical, leave_out, **options)
@@ -168,7 +169,9 @@ def record(sets: Sequence[tuple[str, Any, Any, Any]]) -> dict[str, tuple[list[Qu
     def fused(self, query, ranking, excluded, categories):  # type: ignore[no-untyped-def]
         _context["ranking"], _context["engine"] = ranking, self
         try:
-            return _shipped_fused(self, query, ranking, excluded, categories)
+            out = _shipped_fused(self, query, ranking, excluded, categories)
+            gated[query] = out.off_topic is not None  # MiniLM's closeness can turn an answer away (or rescue one)
+            return out
         finally:
             _context.pop("ranking", None)
             _context.pop("engine", None)
@@ -198,7 +201,7 @@ def record(sets: Sequence[tuple[str, Any, Any, Any]]) -> dict[str, tuple[list[Qu
                         feats,
                         np.log([factors[doc] for doc in candidates]),
                         np.asarray([grades.get(doc, 0) for doc in candidates]),
-                        ranking.off_topic is None,
+                        not gated.get(r["query"], ranking.off_topic is not None),
                     )
                 )
             out[label] = (recorded, run)
@@ -375,7 +378,10 @@ def shipped_check(recorded: Sequence[Query], run: dict[str, Any], catalog: Any) 
 
 
 def _shipped_after_priors(q: Query) -> list[int]:
-    fused = (q.features["rr_lex"] + fusion.WEIGHT * q.features["rr_sem"]) / (fusion.K + 1)
+    # MiniLM's weight as the engine sets it (`fusion.weight_for`): MAX_WEIGHT less the slope times the lexical share
+    slope = fusion.MAX_WEIGHT - fusion.MIN_WEIGHT
+    f = q.features
+    fused = (f["rr_lex"] + fusion.MAX_WEIGHT * f["rr_sem"] - slope * f["rel_x_sem"]) / (fusion.K + 1)
     return _sorted(q, fused * np.exp(q.log_prior), fused)
 
 
