@@ -25,6 +25,8 @@ def main() -> None:
     from progressive_mcp.search import embedder
 
     embedder.MODEL = model  # what embedder.Embedder opens
+    # The shipped everyday requests' vectors are the shipped model's: this model embeds its own (fusion.closeness).
+    embedder.EVERYDAY = model.with_name(model.name + ".no-everyday.json")
     import _exp_rank_variants
 
     _exp_rank_variants.main()
