@@ -28,6 +28,7 @@ from progressive_mcp.catalog import Catalog
 from progressive_mcp.errors import ConfigError, EmbeddingProviderError
 from progressive_mcp.search import embedder, fusion, providers, vectors
 from progressive_mcp.search.index import SearchIndex
+from progressive_mcp.search.semantic import everyday_requests
 from progressive_mcp.sources import compiled, load_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -274,6 +275,12 @@ def test_a_compiled_catalog_keeps_the_providers_vectors_and_loading_it_embeds_no
     fake.requests.clear()
     loaded = compiled.from_data(json.loads(json.dumps(data)))
     assert vectors.rows_for(loaded.tools)[1] == 0 and fake.requests == []
+    # The everyday requests' vectors came with them: the first search asks the provider for its query alone.
+    assert stored["everyday"]["texts"] == embedder.texts_digest(everyday_requests())
+    monkeypatch.setattr(fusion, "_EVERYDAY", {})
+    index = SearchIndex(loaded.tools, loaded.vocabulary, categories=loaded.categories, semantic=True)
+    assert index.rank("similar artists to Radiohead").fused
+    assert [r["input"] for r in fake.requests] == [["similar artists to Radiohead"]]
     # Another provider does not take them.
     provider_in_use(providers.OpenAICompatible(url=fake.url, model="other"))
     monkeypatch.setattr(vectors.VectorCache, "_shared", vectors.VectorCache())
@@ -495,13 +502,24 @@ def test_a_gateway_sync_stores_the_providers_vectors_once(
         {"name": "find_notes", "description": "Search the saved notes.", "inputSchema": {"type": "object"}},
     ]
     assert sync_server(server, store, lambda name: [dict(t) for t in listing]).error is None
-    assert [len(r["input"]) for r in fake.requests] == [2]
+    everyday = everyday_requests()
+    # The two tools, then the everyday requests (as queries, in requests of 64), which set the closeness scale.
+    assert [len(r["input"]) for r in fake.requests] == [2, 64, len(everyday) - 64]
     assert sync_server(server, store, lambda name: [dict(t) for t in listing]).error is None
-    assert len(fake.requests) == 1  # unchanged tools: their stored vectors are kept
+    assert len(fake.requests) == 3  # unchanged tools: their stored vectors are kept; the everyday ones too
     tools = [catalog_tool(server, item) for item in store.tools("notes")]
     rows = store.vectors([vectors.key_of(tool) for tool in tools])
     assert len(rows) == 2 and all(k.startswith("openai:nomic-embed-text:") for k in rows)
     assert all(len(row) == WIDTH for row in rows.values())
+    assert len(store.vectors([vectors.query_key(text) for text in everyday])) == len(everyday)
+    # A process that serves the store (a cold start) asks the provider for its first search's query alone.
+    monkeypatch.setattr(vectors.VectorCache, "_shared", vectors.VectorCache())
+    monkeypatch.setattr(fusion, "_EVERYDAY", {})
+    vectors.VectorCache.shared().offer_lookup(tools, store.vectors)
+    fake.requests.clear()
+    index = SearchIndex(tools, semantic=True)
+    index.rank("jot down a note about the meeting")
+    assert [r["input"] for r in fake.requests] == [["jot down a note about the meeting"]]
 
 
 def test_the_providers_bench_counts_one_request_per_new_query(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -231,8 +231,27 @@ def _store_vectors(server: ServerConfig, store: ToolStore, current: list[ToolDoc
             rows, _ = vectors.rows_for(missing, cache)
             step = len(rows) // len(missing)  # the provider's width (`providers`)
             store.put_vectors({vectors.key_of(t): rows[i * step : (i + 1) * step] for i, t in enumerate(missing)})
+        _store_everyday(store)
     except Exception as exc:
         logger.warning("the tool vectors of %s were not stored", server.name, extra={"error": type(exc).__name__})
+
+
+def _store_everyday(store: ToolStore) -> None:
+    """A remote provider's vectors of the everyday requests, which set each catalog's closeness scale (the bundled
+    model's ship with it): stored once per model, so that a process's first search asks the provider for the query
+    alone."""
+    from progressive_mcp.search import embedder, providers, vectors
+    from progressive_mcp.search.semantic import everyday_requests
+
+    if providers.active().model_id == embedder.MODEL_ID:
+        return
+    texts = everyday_requests()
+    keys = [vectors.query_key(text) for text in texts]
+    if len(store.vectors(keys)) == len(keys):
+        return
+    rows, _ = vectors.query_rows(texts, vectors.VectorCache())
+    step = len(rows) // len(texts)
+    store.put_vectors({key: rows[i * step : (i + 1) * step] for i, key in enumerate(keys)})
 
 
 def _read(server: ServerConfig, list_tools: ListTools) -> list[dict[str, Any]] | _Unread:

@@ -198,7 +198,8 @@ def content_key(text: str) -> str:
     return f"{MODEL_ID}:{hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]}"
 
 
-def _texts_digest(texts: Sequence[str]) -> str:
+def texts_digest(texts: Sequence[str]) -> str:
+    """One digest of a list of texts, in order: what stored everyday vectors were made for."""
     return hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
 
 
@@ -211,7 +212,7 @@ def stored_everyday(texts: Sequence[str]) -> NDArray[np.float32] | None:
 
     try:
         stored = json.loads(EVERYDAY.read_text(encoding="utf-8"))
-        if stored.get("model") != MODEL_ID or stored.get("texts") != _texts_digest(texts):
+        if stored.get("model") != MODEL_ID or stored.get("texts") != texts_digest(texts):
             return None
         rows = vectors.dequantize(vectors.decode(stored["int8"]))
     except (OSError, ValueError, KeyError, TypeError):
@@ -227,7 +228,7 @@ def write_everyday(texts: Sequence[str]) -> None:
     from progressive_mcp.search import vectors
 
     rows = vectors.encode(vectors.quantize(embed_queries(texts)))
-    stored = {"model": MODEL_ID, "texts": _texts_digest(texts), "int8": rows}
+    stored = {"model": MODEL_ID, "texts": texts_digest(texts), "int8": rows}
     EVERYDAY.write_text(json.dumps(stored) + "\n", encoding="utf-8")
 
 

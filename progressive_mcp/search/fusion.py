@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from progressive_mcp.errors import EmbeddingProviderError
 from progressive_mcp.search import embedder, providers
 from progressive_mcp.search.records import without_ids
-from progressive_mcp.search.vectors import ToolVectors
+from progressive_mcp.search.vectors import ToolVectors, dequantize, query_rows
 
 if TYPE_CHECKING:
     import numpy as np
@@ -174,7 +174,8 @@ class SemanticFusion:
 
     def _everyday(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """The everyday requests' vectors from the provider, once per process and model: the bundled model's are
-        shipped (`embedder.stored_everyday`); a remote provider is asked once."""
+        shipped (`embedder.stored_everyday`); a remote provider's come stored where its tool vectors are (a compiled
+        catalog, the gateway's tool store: `vectors.query_rows`), else it is asked once, as int8 rows like those."""
         with _EVERYDAY_LOCK:
             anchors = _EVERYDAY.get(self._model_id)
             if anchors is None:
@@ -182,7 +183,8 @@ class SemanticFusion:
                     anchors = embedder.stored_everyday(texts)
                 if anchors is None:
                     assert self._embed_batch is not None
-                    anchors = self._embed_batch(texts)
+                    rows, _ = query_rows(texts, embed=self._embed_batch)
+                    anchors = dequantize(rows, len(rows) // len(texts))
                 _EVERYDAY[self._model_id] = anchors
             return anchors
 

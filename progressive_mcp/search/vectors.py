@@ -71,8 +71,19 @@ def name_words(tool: CatalogTool) -> list[str]:
 def key_of(tool: CatalogTool) -> str:
     """The key a tool's vector is kept under: the active provider's model and the document's digest (for the
     bundled model, `embedder.content_key`)."""
-    digest = hashlib.sha256(document(tool).encode("utf-8")).hexdigest()[:32]
-    return f"{providers.active().model_id}:{digest}"
+    return _key(document(tool))
+
+
+def query_key(text: str) -> str:
+    """The key a text embedded as a query is kept under (the everyday requests that set each catalog's closeness
+    scale, `fusion.SemanticFusion.closeness`): the active provider's model, "query" and the text's digest. Never a
+    tool's key: a provider may embed a query and a document of the same text differently."""
+    return _key(text, "query:")
+
+
+def _key(text: str, kind: str = "") -> str:
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+    return f"{providers.active().model_id}:{kind}{digest}"
 
 
 def quantize(vectors: NDArray[np.float32]) -> bytes:
@@ -119,6 +130,7 @@ class VectorCache:
         self._rows: dict[str, bytes] = {}
         self._offered: list[tuple[Sequence[CatalogTool], bytes, int]] = []
         self._lookups: list[tuple[Sequence[CatalogTool], Lookup]] = []
+        self._stores: list[Lookup] = []  # every lookup offered, for the keys of no tool (`find`)
         self._lock = threading.Lock()
 
     @classmethod
@@ -144,6 +156,8 @@ class VectorCache:
         """A place holding some of `tools`' rows (the gateway's tool store), asked once, when first needed."""
         with self._lock:
             self._lookups.append((tools, lookup))
+            if not any(store is lookup for store in self._stores):
+                self._stores.append(lookup)
 
     def put(self, items: Iterable[tuple[str, bytes]]) -> None:
         with self._lock:
@@ -153,6 +167,25 @@ class VectorCache:
         with self._lock:
             self._settle()
             return [self._rows.get(key) for key in keys]
+
+    def find(self, keys: Sequence[str]) -> list[bytes | None]:
+        """`get`, asking the stores offered (`offer_lookup`) for the keys the cache lacks: rows kept for no tool
+        (`query_key`)."""
+        with self._lock:
+            self._settle()
+            stores = list(self._stores)
+        for store in stores:
+            with self._lock:
+                missing = [key for key in keys if key not in self._rows]
+            if not missing:
+                break
+            try:
+                found = store(missing)
+            except Exception as exc:  # a store that cannot be read: the texts are embedded instead
+                log.warning("stored vectors cannot be read (%s)", type(exc).__name__)
+                continue
+            self.put((key, row) for key, row in found.items() if row)
+        return self.get(keys)
 
     def _settle(self) -> None:
         for tools, rows, width in self._offered:
@@ -176,18 +209,31 @@ def rows_for(
     """The int8 rows of `tools` in order, from the cache, embedding (and caching) those it lacks; and how many
     documents were embedded."""
     cache = cache if cache is not None else VectorCache.shared()
-    embed = embed or providers.active().embed
-    keys = [key_of(tool) for tool in tools]
-    found = cache.get(keys)
+    documents = [document(tool) for tool in tools]
+    keys = [_key(text) for text in documents]
+    return _rows(keys, documents, cache.get(keys), cache, embed or providers.active().embed)
+
+
+def query_rows(texts: Sequence[str], cache: VectorCache | None = None, embed: Embed | None = None) -> tuple[bytes, int]:
+    """The int8 rows of `texts` embedded as queries (`query_key`), in order: from the cache or a store offered to
+    it (a compiled catalog, the gateway's tool store), embedding (and caching) the rest; and how many were embedded."""
+    cache = cache if cache is not None else VectorCache.shared()
+    keys = [query_key(text) for text in texts]
+    return _rows(keys, list(texts), cache.find(keys), cache, embed or providers.active().embed_queries)
+
+
+def _rows(
+    keys: list[str], texts: list[str], found: list[bytes | None], cache: VectorCache, embed: Embed
+) -> tuple[bytes, int]:
     missing = [i for i, row in enumerate(found) if row is None]
     if missing:
-        made = quantize(embed([document(tools[i]) for i in missing]))
+        made = quantize(embed([texts[i] for i in missing]))
         width = len(made) // len(missing)
         if any(row is not None and len(row) != width for row in found):
             # Stored rows of another size: the model behind the name changed (a new Ollama tag). Embed them all.
-            missing = list(range(len(tools)))
-            made = quantize(embed([document(tool) for tool in tools]))
-            width = len(made) // len(tools)
+            missing = list(range(len(texts)))
+            made = quantize(embed(texts))
+            width = len(made) // len(texts)
         new = [(keys[i], made[n * width : (n + 1) * width]) for n, i in enumerate(missing)]
         cache.put(new)
         for i, (_, row) in zip(missing, new, strict=True):

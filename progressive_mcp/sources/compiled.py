@@ -42,6 +42,7 @@ READABLE_VERSIONS = (1, 2)
 SHARED_KEY = "$pmcp_shared"
 MIN_SHARED_CHARS = 64  # a repeated part shorter than this (as JSON) is cheaper written out than referenced
 VECTORS_KEY = "vectors"  # optional: the tool documents' MiniLM vectors (`to_data(vectors=True)`)
+EVERYDAY_KEY = "everyday"  # in VECTORS_KEY, a remote provider's: the everyday requests' vectors, as queries
 # optional: each tool's direct definition's cl100k count, by its text's digest (where `spec compile` could count), so
 # `auto` decides exactly where the vocabulary is not (the Lambda asset; see progressive_mcp.surfaces.auto)
 DEFINITION_TOKENS_KEY = "definition_tokens"
@@ -71,15 +72,23 @@ def to_data(catalog: Catalog, *, vectors: bool = False) -> dict[str, Any]:
 
 
 def _vectors(catalog: Catalog) -> dict[str, Any]:
-    from progressive_mcp.search import providers
+    from progressive_mcp.search import embedder, providers
     from progressive_mcp.search import vectors as tool_vectors
+    from progressive_mcp.search.semantic import everyday_requests
 
     rows, _ = tool_vectors.rows_for(catalog.tools)
     # One int8 row per tool, in tool order, as base64: 512 characters a tool. Read back under each tool document's
     # content key, so a row whose document has changed since (another version of progressive-mcp) is not used.
     model, width = providers.active().model_id, len(rows) // len(catalog.tools)
     variant = tool_vectors.DOCUMENT_VARIANT
-    return {"model": model, "document": variant, "dimension": width, "int8": tool_vectors.encode(rows)}
+    data = {"model": model, "document": variant, "dimension": width, "int8": tool_vectors.encode(rows)}
+    if model != embedder.MODEL_ID:
+        # A remote provider's everyday requests (the closeness scale's anchors) too, so that a cold start's first
+        # search asks it for the query alone; the bundled model's ship with it (models/minilm/everyday.json).
+        texts = everyday_requests()
+        anchors, _ = tool_vectors.query_rows(texts)
+        data[EVERYDAY_KEY] = {"texts": embedder.texts_digest(texts), "int8": tool_vectors.encode(anchors)}
+    return data
 
 
 def _definition_tokens(catalog: Catalog) -> dict[str, int]:
@@ -99,7 +108,18 @@ def _offer_vectors(data: Any, catalog: Catalog) -> None:
     if data.get("document") != tool_vectors.DOCUMENT_VARIANT:
         return  # vectors of another tool document (an older release's): embedded again, lazily, likewise
     width = int(data.get("dimension", tool_vectors.ROW_BYTES))  # absent: MiniLM's, written before providers
-    tool_vectors.VectorCache.shared().offer(catalog.tools, tool_vectors.decode(data["int8"], width), width)
+    cache = tool_vectors.VectorCache.shared()
+    cache.offer(catalog.tools, tool_vectors.decode(data["int8"], width), width)
+    everyday = data.get(EVERYDAY_KEY)
+    if isinstance(everyday, dict) and isinstance(everyday.get("int8"), str):
+        from progressive_mcp.search.embedder import texts_digest
+        from progressive_mcp.search.semantic import everyday_requests
+
+        texts = everyday_requests()
+        rows = tool_vectors.decode(everyday["int8"], width)
+        if everyday.get("texts") == texts_digest(texts) and len(rows) == len(texts) * width:
+            keys = map(tool_vectors.query_key, texts)
+            cache.put((key, rows[i * width : (i + 1) * width]) for i, key in enumerate(keys))
 
 
 def _schemas(tool: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
