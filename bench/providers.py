@@ -5,7 +5,9 @@ The provider is an OpenAI-compatible endpoint played by a small HTTP server on 1
 for vectors), answering after `--latency-ms` to stand for a remote API. Over Last.fm (57 tools): the first search
 (every tool document embedded, in requests of 64, the 120 everyday requests that set the catalog's closeness
 scale, once per process, then the query), searches of distinct queries (one request
-each), repeated queries (no request: the provider's query cache), and the lexical engine alone. The bundled
+each), repeated queries (no request: the provider's query cache), the lexical engine alone, and the first search
+of a cold start on the catalog compiled with the provider (`spec compile`: tool and everyday vectors stored, so
+one request, the query). The bundled
 model's figures are bench/semantic_cost.py's.
 
     .venv/bin/python bench/providers.py [--latency-ms 0,50] [--queries 30]
@@ -29,9 +31,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from progressive_mcp.search import providers, vectors  # noqa: E402
+from progressive_mcp.search import fusion, providers, vectors  # noqa: E402
 from progressive_mcp.search.index import SearchIndex  # noqa: E402
-from progressive_mcp.sources import load_catalog  # noqa: E402
+from progressive_mcp.sources import compiled, load_catalog  # noqa: E402
 
 LASTFM = ROOT / "tests" / "fixtures" / "lastfm" / "lastfm.yaml"
 WIDTH = 256
@@ -94,6 +96,19 @@ def p50_ms(index: SearchIndex, queries: list[str]) -> float:
     return round(statistics.median(times), 2)
 
 
+def cold_start(data: dict[str, Any], url: str, requests: list[int]) -> tuple[float, int]:
+    """A new process's first search on a compiled catalog (nothing cached, a new provider): ms and requests."""
+    vectors.VectorCache._shared = vectors.VectorCache()
+    fusion._EVERYDAY.clear()
+    providers.use(providers.OpenAICompatible(url=url, model="bench"))  # its query cache empty too
+    loaded = compiled.from_data(data)
+    index = SearchIndex(loaded.tools, loaded.vocabulary, categories=loaded.categories, semantic=True)
+    before = len(requests)
+    start = time.perf_counter()
+    index.search("similar artists to radiohead", limit=5)
+    return (time.perf_counter() - start) * 1000, len(requests) - before
+
+
 def measure(latency_ms: float, count: int) -> dict[str, Any]:
     catalog = load_catalog(LASTFM)
     server, requests = serve(latency_ms / 1000)
@@ -113,16 +128,27 @@ def measure(latency_ms: float, count: int) -> dict[str, Any]:
         distinct = p50_ms(index, queries)
         distinct_requests = len(requests) - first_requests
         repeated = p50_ms(index, queries)
+        repeated_requests = len(requests) - first_requests - distinct_requests
+        # A cold start on a catalog compiled with this provider (`spec compile`): its tool vectors and the everyday
+        # requests' come with it, so the first search asks for the query alone.
+        data = json.loads(compiled.dumps(catalog, vectors=True))
+        compiled_ms, compiled_requests = cold_start(data, url, requests)
+        del data["vectors"]["everyday"]  # as compiled before 2026-11-29: the tool vectors alone
+        tools_only_ms, tools_only_requests = cold_start(data, url, requests)
         return {
             "latency_ms": latency_ms,
             "tools": len(catalog.tools),
             "first_search_ms": round(first_ms, 1),
             "first_search_requests": first_requests,
+            "compiled_first_search_ms": round(compiled_ms, 1),
+            "compiled_first_search_requests": compiled_requests,
+            "compiled_tool_vectors_only_first_search_ms": round(tools_only_ms, 1),
+            "compiled_tool_vectors_only_first_search_requests": tools_only_requests,
             "distinct_query_p50_ms": distinct,
             "distinct_queries": len(queries),
             "distinct_query_requests": distinct_requests,
             "repeated_query_p50_ms": repeated,
-            "repeated_query_requests": len(requests) - first_requests - distinct_requests,
+            "repeated_query_requests": repeated_requests,
             "lexical_alone_p50_ms": p50_ms(lexical, queries),
         }
     finally:
