@@ -246,12 +246,13 @@ def _store_everyday(store: ToolStore) -> None:
     if providers.active().model_id == embedder.MODEL_ID:
         return
     texts = everyday_requests()
-    keys = [vectors.query_key(text) for text in texts]
-    if len(store.vectors(keys)) == len(keys):
-        return
-    rows, _ = vectors.query_rows(texts, vectors.VectorCache())
-    step = len(rows) // len(texts)
-    store.put_vectors({key: rows[i * step : (i + 1) * step] for i, key in enumerate(keys)})
+    cache = vectors.VectorCache()  # this sync's own, reading the store first: only what it lacks is embedded
+    cache.offer_store(store.vectors)
+    rows, embedded = vectors.query_rows(texts, cache)
+    if embedded:
+        step = len(rows) // len(texts)
+        keys = [vectors.query_key(text) for text in texts]
+        store.put_vectors({key: rows[i * step : (i + 1) * step] for i, key in enumerate(keys)})
 
 
 def _read(server: ServerConfig, list_tools: ListTools) -> list[dict[str, Any]] | _Unread:

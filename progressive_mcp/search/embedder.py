@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from importlib.util import find_spec
 from pathlib import Path
@@ -212,12 +212,27 @@ def stored_everyday(texts: Sequence[str]) -> NDArray[np.float32] | None:
 
     try:
         stored = json.loads(EVERYDAY.read_text(encoding="utf-8"))
-        if stored.get("model") != MODEL_ID or stored.get("texts") != texts_digest(texts):
-            return None
-        rows = vectors.dequantize(vectors.decode(stored["int8"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return None
-    return rows if len(rows) == len(texts) else None
+    if not isinstance(stored, dict) or stored.get("model") != MODEL_ID:
+        return None
+    rows = everyday_rows(stored, texts)
+    return None if rows is None else vectors.dequantize(rows)
+
+
+def everyday_rows(stored: Mapping[str, Any], texts: Sequence[str], width: int = DIMENSION) -> bytes | None:
+    """The int8 rows of a block of stored everyday vectors (`{"texts": texts_digest, "int8": base64}`: EVERYDAY's,
+    a compiled catalog's for a remote provider), or None where they were made for other texts or are not whole."""
+    from progressive_mcp.search import vectors
+
+    data = stored.get("int8")
+    if stored.get("texts") != texts_digest(texts) or not isinstance(data, str):
+        return None
+    try:
+        rows = vectors.decode(data, width)
+    except ValueError:
+        return None
+    return rows if len(rows) == len(texts) * width else None
 
 
 def write_everyday(texts: Sequence[str]) -> None:

@@ -156,6 +156,11 @@ class VectorCache:
         """A place holding some of `tools`' rows (the gateway's tool store), asked once, when first needed."""
         with self._lock:
             self._lookups.append((tools, lookup))
+        self.offer_store(lookup)
+
+    def offer_store(self, lookup: Lookup) -> None:
+        """A place that may hold rows of no tool (`query_key`), asked by `find` for the keys the cache lacks."""
+        with self._lock:
             if not any(store is lookup for store in self._stores):
                 self._stores.append(lookup)
 
@@ -169,8 +174,8 @@ class VectorCache:
             return [self._rows.get(key) for key in keys]
 
     def find(self, keys: Sequence[str]) -> list[bytes | None]:
-        """`get`, asking the stores offered (`offer_lookup`) for the keys the cache lacks: rows kept for no tool
-        (`query_key`)."""
+        """`get`, asking the stores offered (`offer_store`, `offer_lookup`) for the keys the cache lacks: rows kept for
+        no tool (`query_key`)."""
         with self._lock:
             self._settle()
             stores = list(self._stores)

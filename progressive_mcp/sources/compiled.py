@@ -13,6 +13,7 @@ occurs; loading makes every reference the same frozen object, so the repeats cos
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from dataclasses import MISSING, fields
@@ -111,15 +112,24 @@ def _offer_vectors(data: Any, catalog: Catalog) -> None:
     cache = tool_vectors.VectorCache.shared()
     cache.offer(catalog.tools, tool_vectors.decode(data["int8"], width), width)
     everyday = data.get(EVERYDAY_KEY)
-    if isinstance(everyday, dict) and isinstance(everyday.get("int8"), str):
-        from progressive_mcp.search.embedder import texts_digest
-        from progressive_mcp.search.semantic import everyday_requests
+    if isinstance(everyday, dict):
+        cache.offer_store(functools.partial(_everyday_lookup, everyday, width))
 
-        texts = everyday_requests()
-        rows = tool_vectors.decode(everyday["int8"], width)
-        if everyday.get("texts") == texts_digest(texts) and len(rows) == len(texts) * width:
-            keys = map(tool_vectors.query_key, texts)
-            cache.put((key, rows[i * width : (i + 1) * width]) for i, key in enumerate(keys))
+
+def _everyday_lookup(stored: dict[str, Any], width: int, keys: list[str]) -> dict[str, bytes]:
+    """A compiled catalog's everyday vectors (a remote provider's) under their `vectors.query_key`, among `keys`:
+    read when a search first needs the closeness scale, not when the catalog loads."""
+    from progressive_mcp.search import vectors as tool_vectors
+    from progressive_mcp.search.embedder import everyday_rows
+    from progressive_mcp.search.semantic import everyday_requests
+
+    texts = everyday_requests()
+    rows = everyday_rows(stored, texts, width)
+    if rows is None:
+        return {}  # made for other everyday requests (another release's): the provider is asked instead
+    wanted = set(keys)
+    by_key = ((tool_vectors.query_key(text), rows[i * width : (i + 1) * width]) for i, text in enumerate(texts))
+    return {key: row for key, row in by_key if key in wanted}
 
 
 def _schemas(tool: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
