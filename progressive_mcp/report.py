@@ -170,7 +170,9 @@ def build_report(
     address) the sections that need tool calls, `tasks` and `flows`, are left out."""
     count = _Counter(encodings)
     upstream = UpstreamClient(catalog.api, base_url=upstream_url, retries=0) if upstream_url else None
-    progressive = Surface(catalog, mode="progressive", upstream=upstream)
+    # The JSON view (the default) is what the budgets and the flows measure; the compact view beside it.
+    progressive = Surface(catalog, mode="progressive", upstream=upstream, schema_view="json")
+    compact = Surface(catalog, mode="progressive", schema_view="compact")
     direct = Surface(catalog, mode="direct", upstream=upstream, meta=progressive.meta)
     hybrid = Surface(catalog, mode="hybrid", meta=progressive.meta)
     code = Surface(catalog, mode="code", upstream=upstream, meta=progressive.meta)
@@ -180,6 +182,8 @@ def build_report(
 
     tool_get = {t.name: answer(TOOL_GET, {"tool_name": t.name}) for t in catalog.tools}
     heaviest = {e: max(tool_get, key=lambda name: tool_get[name][e]) for e in count.encodings}
+    compact_get = {t.name: count(_answer(compact, TOOL_GET, {"tool_name": t.name})) for t in catalog.tools}
+    compact_heaviest = {e: max(compact_get, key=lambda name: compact_get[name][e]) for e in count.encodings}
     report: dict[str, Any] = {
         "tokenizers": {e: ENCODING_LABELS[e] for e in count.encodings},
         "counted_on": "the compact JSON text a client receives; budgets apply to cl100k",
@@ -217,6 +221,11 @@ def build_report(
             "median": _figure(_combine(list(tool_get.values()), statistics.median)),
             "max": _figure({e: tool_get[heaviest[e]][e] for e in count.encodings}, tool=heaviest),
             "total": _figure(_total(tool_get.values()), calls=len(tool_get)),
+        },
+        "tool_get_compact": {  # PMCP_SCHEMA_VIEW=compact (schema_compact.py)
+            "mean": _figure(_combine(list(compact_get.values()), statistics.mean)),
+            "median": _figure(_combine(list(compact_get.values()), statistics.median)),
+            "max": _figure({e: compact_get[compact_heaviest[e]][e] for e in count.encodings}, tool=compact_heaviest),
         },
     }
     skipped = flows_skipped(catalog)
@@ -615,11 +624,12 @@ def render(report: dict[str, Any]) -> str:
         budget_text = f"<= {budget:,}" if budget is not None else ""
         return [label, *numbers(figure["tokens"]), budget_text, verdict, figure.get("official", "")]
 
-    tools_list, tool_list, search, get = (
+    tools_list, tool_list, search, get, compact_view = (
         report["tools_list"],
         report["tool_list"],
         report["tool_search"],
         report["tool_get"],
+        report["tool_get_compact"],
     )
     rows = [
         row("progressive tools/list (4 meta-tools)", tools_list["progressive"]),
@@ -639,6 +649,14 @@ def render(report: dict[str, Any]) -> str:
             get["max"],
         ),
         row(f"TOOL_GET every tool, one at a time (sum of {get['total']['calls']})", get["total"]),
+        row("TOOL_GET one tool, mean, compact view (PMCP_SCHEMA_VIEW)", compact_view["mean"]),
+        row("TOOL_GET one tool, median, compact view", compact_view["median"]),
+        row(
+            "TOOL_GET one tool, max, compact view ("
+            + "/".join(dict.fromkeys(compact_view["max"]["tool"].values()))
+            + ")",
+            compact_view["max"],
+        ),
     ]
     official_header = "" if "flows_skipped" in report else "official"
     lines += ["", *_table(["what", *encodings, "cl100k budget", "", official_header], rows)]

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from progressive_mcp.calls.sandbox import ScriptLimits
 from progressive_mcp.errors import ConfigError
 from progressive_mcp.policies import PolicySet, load_policies
+from progressive_mcp.schema_compact import SCHEMA_VIEW_ENV, SCHEMA_VIEWS, schema_view
 from progressive_mcp.search.semantic import semantic_enabled
 from progressive_mcp.sources import default_spec_path
 from progressive_mcp.surfaces.auto import (
@@ -96,6 +97,9 @@ class Settings:
     script_limits: ScriptLimits = field(default_factory=ScriptLimits)
     # TOOL_SEARCH's semantic second opinion (PMCP_SEMANTIC, resolved: auto is on when the extra is installed).
     semantic: bool | None = None  # None: read PMCP_SEMANTIC where a search index is built
+    # How TOOL_GET and TOOL_SEARCH's `schemas` show a tool's arguments: JSON Schema or the compact lines
+    # (PMCP_SCHEMA_VIEW, --schema-view; schema_compact.py).
+    schema_view: str = "json"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -171,6 +175,7 @@ class Settings:
         if env.get("PMCP_CONFORMANCE_FIXTURES"):
             values["conformance_fixtures"] = env["PMCP_CONFORMANCE_FIXTURES"].strip().lower() in ("1", "true", "yes")
         values["semantic"] = semantic_enabled(env)  # raises ConfigError for a wrong value or `on` without the extra
+        values["schema_view"] = schema_view(env)  # raises ConfigError for a wrong value
         values.update({k: v for k, v in overrides.items() if v is not None})
         values.setdefault("spec_chosen", "spec_path" in values)
         for name in ("spec_path", "vocabulary_path", "servers_path", "index_path"):
@@ -208,6 +213,11 @@ class Settings:
         if self.auto_fallback not in AUTO_FALLBACKS:
             raise ConfigError(
                 f"{AUTO_FALLBACK_ENV} must be one of {', '.join(AUTO_FALLBACKS)}, not {self.auto_fallback!r}"
+            )
+        if self.schema_view not in SCHEMA_VIEWS:
+            raise ConfigError(
+                f"schema view must be one of {', '.join(SCHEMA_VIEWS)}, not {self.schema_view!r} "
+                f"({SCHEMA_VIEW_ENV} or --schema-view)"
             )
         if self.max_result_tokens < 500:
             raise ConfigError(f"PMCP_MAX_RESULT_TOKENS must be at least 500, not {self.max_result_tokens}")

@@ -185,3 +185,21 @@ def test_bad_configuration_is_one_clear_line_not_a_traceback(tmp_path: Path) -> 
         )
         assert done.returncode == 2
         assert expected in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.anyio
+async def test_the_compact_schema_view_over_stdio(upstream: SampleUpstream) -> None:
+    """`--schema-view compact`: TOOL_GET and TOOL_SEARCH's `schemas` give argument lines, and a call built from
+    them passes TOOL_CALL's validation."""
+    async with connect(upstream, "2026-07-28", "--schema-view", "compact") as client:
+        got = await client.call_tool("TOOL_GET", {"tool_name": ["GLOBAL_QUOTE", "TIME_SERIES_DAILY"]})
+        assert not got.is_error
+        quote, daily = got.structured_content["tools"]
+        assert "inputSchema" not in quote
+        assert quote["arguments"].splitlines()[0] == "symbol: string — Ticker, e.g. IBM or TSCO.LON"
+        assert any(line.startswith('outputsize?: "compact"|"full"') for line in daily["arguments"].splitlines())
+        found = await client.call_tool("TOOL_SEARCH", {"query": "give me aapl price", "schemas": True})
+        assert found.structured_content["results"][0]["arguments"] == quote["arguments"]
+        answer = await client.call_tool("TOOL_CALL", {"tool_name": "GLOBAL_QUOTE", "arguments": {"symbol": "AAPL"}})
+        assert not answer.is_error
+        assert answer.structured_content["data"]["Global Quote"]["01. symbol"] == "AAPL"

@@ -26,6 +26,7 @@ from progressive_mcp.calls.codemode import execute_definition
 from progressive_mcp.calls.stubs import python_names, tool_stubs
 from progressive_mcp.catalog import TOOL_ANNOTATIONS, Catalog, CatalogTool, _thaw, closest_names
 from progressive_mcp.errors import InvalidArguments, ToolError, UnknownTool, clip
+from progressive_mcp.schema_compact import compact_entry, schema_view
 from progressive_mcp.schema_excerpt import get_view, output_view
 from progressive_mcp.search import providers
 from progressive_mcp.search.index import FAR_FROM_TOOLS, Hit, SearchIndex
@@ -315,11 +316,14 @@ class MetaTools:
         categories: frozenset[str] | None = None,
         base: MetaTools | None = None,
         semantic: bool | None = None,
+        view: str | None = None,
     ) -> None:
         """`base`: meta-tools over a wider set of tools whose search index this one may share (filtering it to
         its own categories at query time), so a narrower surface costs no index build; `semantic`: whether search
-        may ask the semantic signal (None: PMCP_SEMANTIC in the environment)."""
+        may ask the semantic signal (None: PMCP_SEMANTIC in the environment); `view`: how TOOL_GET and TOOL_SEARCH's
+        `schemas` show a tool's arguments, `json` or `compact` (None: PMCP_SCHEMA_VIEW, see schema_compact.py)."""
         self.catalog = catalog
+        self.view = schema_view() if view is None else view
         self.categories = categories
         self.tools = catalog.in_categories(categories)
         self._names = {t.name for t in self.tools}
@@ -447,10 +451,12 @@ class MetaTools:
             if near:
                 result["categories"] = {n: self.catalog.categories[n] for n in near}
         if with_schemas and hits:
-            # The very schema TOOL_GET gives, so a call built from it passes TOOL_CALL's validation.
+            # The very schema TOOL_GET gives (or its compact view's lines), so a call built from it passes
+            # TOOL_CALL's validation.
+            key = "arguments" if self.view == "compact" else "inputSchema"
             for hit, entry in zip(hits[:SEARCH_SCHEMA_HITS], results, strict=False):
                 if hit.score >= SEARCH_SCHEMA_SHARE * hits[0].score:
-                    entry["inputSchema"] = self._describe(self.lookup(hit.name))["inputSchema"]
+                    entry[key] = self._describe(self.lookup(hit.name))[key]
         return result
 
     def _lines(self, hits: list[Hit], budget: int, most: int) -> str:
@@ -480,7 +486,8 @@ class MetaTools:
         """TOOL_SEARCH in code mode: `schemas: true` attaches Python stubs instead of input schemas."""
         result = self.tool_search(args, budget=CODE_SEARCH_BUDGET_CHARS)
         for entry in result["results"]:
-            if entry.pop("inputSchema", None) is not None:
+            schema, lines = entry.pop("inputSchema", None), entry.pop("arguments", None)
+            if schema is not None or lines is not None:
                 entry["stub"] = tool_stubs([self.lookup(entry["name"])], self.python_names)
         return result
 
@@ -555,8 +562,8 @@ class MetaTools:
         shortened where the two would overrun the budget (`schema_excerpt.get_view`); built once per tool."""
         view = self._code_views.get(tool.name)
         if view is None:
-            if tool.output_schema is None:
-                view = self._describe(tool)
+            if tool.output_schema is None:  # JSON asked for: the JSON view, whatever PMCP_SCHEMA_VIEW says
+                view = self._describe(tool) if self.view == "json" else get_view(self._build_description(tool))
             else:
                 output = self._output_view(tool)
                 reserve = estimate_tokens(dumps({"outputSchema": output}))  # an upper bound: no count needed
@@ -571,7 +578,10 @@ class MetaTools:
             # Within DESIGN.md's 2,500 tokens for any one TOOL_GET (TOOL_SEARCH's `schemas` attach this view too): a
             # very large input schema is shortened and says so (`schema_excerpt.get_view`); TOOL_CALL validates
             # against the whole. Code mode's JSON view, with an output schema besides, has its own (`_code_view`).
-            described = self._described[tool.name] = get_view(self._build_description(tool))
+            # The compact view (PMCP_SCHEMA_VIEW=compact) writes each argument on a line, within the same budget.
+            definition = self._build_description(tool)
+            described = compact_entry(definition) if self.view == "compact" else get_view(definition)
+            self._described[tool.name] = described
         return described
 
     def _build_description(self, tool: CatalogTool) -> dict[str, Any]:

@@ -158,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
             upstream_url=args.upstream,
             cache=getattr(args, "cache", None),
             deadline_s=getattr(args, "deadline", None),
+            schema_view=getattr(args, "schema_view", None),
         )
         policy = local_policy(settings, getattr(args, "policy", None) or os.environ.get(POLICY_ENV, "").strip())
         if settings.servers_path is not None:

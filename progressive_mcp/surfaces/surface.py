@@ -118,6 +118,7 @@ class Surface:
         sandbox: Sandbox | None = None,
         script_limits: ScriptLimits | None = None,
         semantic: bool | None = None,
+        schema_view: str | None = None,
         gateway: Gateway | None = None,
         auto_direct_tokens: int = DEFAULT_AUTO_DIRECT_TOKENS,
         auto_fallback: AutoFallback = "progressive",
@@ -126,6 +127,7 @@ class Surface:
         """`gateway`: the MCP servers whose tools the catalog holds (calls to them go there); `cache` keeps upstream
         answers (None: no cache); `results` takes full answers too large to show; `policy`: the caller's, which
         narrowed `catalog` (None: none), and which the gateway's withheld tools and down servers pass too;
+        `schema_view`: TOOL_GET's view of a tool, `json` or `compact` (None: PMCP_SCHEMA_VIEW);
         `direct_definitions` is the shared store of catalog tools' wire definitions (see `variant`); mode `auto`
         becomes direct or `auto_fallback` here, by `auto_direct_tokens` (see surfaces/auto.py)."""
         unknown = sorted((categories or frozenset()) - set(catalog.categories))
@@ -167,7 +169,13 @@ class Surface:
         self.meta = (
             meta
             if meta is not None and shared
-            else MetaTools(catalog, categories=categories, base=meta, semantic=semantic)
+            else MetaTools(
+                catalog,
+                categories=categories,
+                base=meta,
+                semantic=semantic,
+                view=schema_view or (meta.view if meta is not None else None),
+            )
         )
         self._discovery = self.meta.discovery_handlers(code=mode == "code")
         self._direct = {t.name: t for t in catalog.in_categories(categories)} if mode in ("direct", "hybrid") else {}
@@ -255,6 +263,7 @@ class Surface:
             results=results,
             script_limits=settings.script_limits,
             semantic=settings.semantic,
+            schema_view=settings.schema_view,
             gateway=gateway,
             auto_direct_tokens=settings.auto_direct_tokens,
             auto_fallback=settings.auto_fallback,
@@ -301,6 +310,7 @@ class Surface:
             mode=self.requested_mode,
             categories=categories,
             semantic=self.semantic,
+            schema_view=self.meta.view,
             auto_fallback=self.auto_fallback,
             policy=policy,
             **self._shared(),
