@@ -214,7 +214,7 @@ def build_report(
                 if (size := sum(t.category == category for t in catalog.tools))
             },
         },
-        "tool_search": _search_section(progressive, count),
+        "tool_search": _search_section(progressive, count, compact),
         "auto": _auto_section(progressive, count),
         "tool_get": {
             "mean": _figure(_combine(list(tool_get.values()), statistics.mean), "tool_get_average"),
@@ -296,21 +296,26 @@ def _drop_official(value: Any) -> None:
             _drop_official(member)
 
 
-def _search_section(surface: Surface, count: _Counter) -> dict[str, Any]:
+def _search_section(surface: Surface, count: _Counter, compact: Surface) -> dict[str, Any]:
+    """TOOL_SEARCH's answers to the typical queries, plain and with `schemas` (JSON Schema, and `compact`'s
+    argument lines)."""
     queries: list[dict[str, Any]] = []
     for query in search_queries(surface.catalog):
         plain = _answer(surface, TOOL_SEARCH, {"query": query})
         with_schemas = _answer(surface, TOOL_SEARCH, {"query": query, "schemas": True})
+        with_lines = _answer(compact, TOOL_SEARCH, {"query": query, "schemas": True})
         queries.append(
             {
                 "query": query,
                 "results": [hit["name"] for hit in json.loads(plain)["results"]],
                 "plain": count(plain),
                 "schemas": count(with_schemas),
+                "schemas_compact": count(with_lines),
             }
         )
     plain_counts = [q["plain"] for q in queries]
     schema_counts = [q["schemas"] for q in queries]
+    compact_counts = [q["schemas_compact"] for q in queries]
     return {
         "queries": queries,
         "mean": _figure(_combine(plain_counts, statistics.mean), "tool_search"),
@@ -319,6 +324,8 @@ def _search_section(surface: Surface, count: _Counter) -> dict[str, Any]:
         f"{SEARCH_SCHEMA_SHARE:.0%} of it carry their inputSchema",
         "schemas_mean": _figure(_combine(schema_counts, statistics.mean)),
         "schemas_max": _figure(_combine(schema_counts, max)),
+        "schemas_compact_mean": _figure(_combine(compact_counts, statistics.mean)),
+        "schemas_compact_max": _figure(_combine(compact_counts, max)),
     }
 
 
@@ -642,6 +649,8 @@ def render(report: dict[str, Any]) -> str:
         row(f"TOOL_SEARCH, max of {len(search['queries'])} queries", search["max"]),
         row(f"TOOL_SEARCH schemas=true, mean (best 1-{SEARCH_SCHEMA_HITS} hits with schema)", search["schemas_mean"]),
         row("TOOL_SEARCH schemas=true, max", search["schemas_max"]),
+        row("TOOL_SEARCH schemas=true, mean, compact view", search["schemas_compact_mean"]),
+        row("TOOL_SEARCH schemas=true, max, compact view", search["schemas_compact_max"]),
         row("TOOL_GET one tool, mean", get["mean"]),
         row("TOOL_GET one tool, median", get["median"]),
         row(
