@@ -203,6 +203,20 @@ def test_several_path_values_and_the_base_url_slash() -> None:
     assert request.url == "https://things.example/v1/repos/%2E%2E/x%2F..%2Fy/contents/a.txt"
 
 
+def test_a_fragment_in_the_path_template_is_not_sent() -> None:
+    """APIs.guru's keys for overloads of one path (`/apis/{apiId}#export=true`): the request's path leaves the
+    fragment out, so the query that follows it is read by the server (it was swallowed by the fragment)."""
+    tool = rest_tool(
+        "ApiExport_Get",
+        "GET",
+        "/apis/{apiId}#export=true",
+        [param("apiId", "path", required=True), param("export", required=True), param("api-version", required=True)],
+    )
+    request = sent(tool, {"apiId": "a1", "export": "true", "api-version": "2019-01-01"})
+    assert request.url == "https://things.example/v1/apis/a1"
+    assert request.query == "export=true&api-version=2019-01-01"
+
+
 def test_a_missing_or_empty_path_value_is_an_argument_error_and_nothing_is_sent() -> None:
     transport = RecordingTransport()
     client = client_for(rest_api(), transport)

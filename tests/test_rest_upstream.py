@@ -239,6 +239,40 @@ def test_fixed_query_parameters_choose_between_operations_on_one_path() -> None:
         assert wrong.status_code == 400 and "method=chat.postMessage" in wrong.json()["error"]["message"]
 
 
+def test_a_fragment_in_the_path_and_the_bodys_media_type_choose_between_operations_on_one_path() -> None:
+    """Azure's overloads (`/persistedfaces#overload=stream`): the client sends the path without its fragment, and
+    the body's media type says which operation it is; a request without a body keeps the document's order."""
+    catalog = catalog_of(
+        tool("addFromUrl", "POST", "/faces", (Param("url", "string", True, location="body"),), None, body="members"),
+        tool(
+            "addFromStream",
+            "POST",
+            "/faces#overload=stream",
+            (Param("body", "string", True, location="body"),),
+            {"const": "from a stream"},
+            body="whole",
+            body_type="application/octet-stream",
+        ),
+    )
+    stream = {"Content-Type": "application/octet-stream"}
+    with serve_rest_upstream(catalog) as upstream, httpx.Client(base_url=upstream.url) as http:
+        assert http.post("/faces", content=b"\x89PNG", headers=stream).json() == "from a stream"
+        assert http.post("/faces", json={"url": "https://example.com/a.png"}).json() == {"ok": True}
+        assert [r.tool for r in upstream.requests] == ["addFromStream", "addFromUrl"]
+        assert http.post("/faces").json()["error"]["missing"] == [{"name": "url", "in": "body"}]
+    router = Router(catalog, "/v1")
+    assert router.route("POST", "/v1/faces#overload=stream", []).status == 404  # a sent fragment is no path
+    # A fragment of query pairs (`#export=true`) picks the operation whose request carries them.
+    exports = catalog_of(
+        tool("getApi", "GET", "/apis/{id}", (path_param("id"),)),
+        tool("exportApi", "GET", "/apis/{id}#export=true", (path_param("id"), Param("export", "string", True))),
+    )
+    chosen = Router(exports, "")
+    exported, plain = chosen.route("GET", "/apis/a1", [("export", "true")]), chosen.route("GET", "/apis/a1", [])
+    assert exported.route is not None and exported.route.tool.name == "exportApi"
+    assert plain.route is not None and plain.route.tool.name == "getApi"
+
+
 def test_a_base_path_may_be_given_and_a_catalog_without_operations_is_refused() -> None:
     with serve_rest_upstream(PETS, base_path="", api_key=KEY) as upstream:
         assert upstream.url == f"http://127.0.0.1:{upstream.port}"

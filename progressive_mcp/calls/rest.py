@@ -127,11 +127,13 @@ def fill_path(tool: CatalogTool, operation: Operation, arguments: Mapping[str, A
     """The path template with each `{name}` replaced by its value, encoded so it stays in its segment.
 
     A segment that comes out as dots alone (`.`, `..`) has them sent as `%2E`: a server or proxy that normalises
-    paths would otherwise fold it into its parent and reach another resource.
+    paths would otherwise fold it into its parent and reach another resource. A fragment in the template (APIs.guru
+    tells apart Azure's overloads of one path so: `/apis/{apiId}#export=true`) is not part of the request: sent,
+    it would swallow the query string after it.
     """
     by_wire = {p.upstream_name: p for p in tool.params if p.location == "path"}
     segments = []
-    for segment in operation.path.split("/"):
+    for segment in operation.path.split("#", 1)[0].split("/"):
         names = _PLACEHOLDER.findall(segment)
         if not names:
             segments.append(segment)

@@ -149,11 +149,17 @@ class Route:
     kinds: tuple[int, ...]  # LITERAL, PARTIAL or TEMPLATED for each segment
     segments: tuple[str | re.Pattern[str], ...]  # a literal, or a pattern whose groups are the placeholders
     names: tuple[tuple[str, ...], ...]  # the placeholder names of each segment, in order
+    # The `name=value` pairs of the template's fragment (`#export=true`), which a request for this operation
+    # carries in its query: they pick it over another operation on the same path.
+    hints: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def compile(cls, tool: CatalogTool) -> Route:
         assert tool.operation is not None
-        template = tool.operation.path if tool.operation.path.startswith("/") else "/" + tool.operation.path
+        # A fragment tells apart operations on one path (Azure's `/persistedfaces#overload=stream`); a client never
+        # sends it, so the route matches the path without it and the request's media type picks among them.
+        path, _, fragment = tool.operation.path.partition("#")
+        template = path if path.startswith("/") else "/" + path
         kinds: list[int] = []
         segments: list[str | re.Pattern[str]] = []
         names: list[tuple[str, ...]] = []
@@ -169,7 +175,9 @@ class Route:
                 pattern = "".join(re.escape(p) if i % 2 == 0 else "(.+?)" for i, p in enumerate(pieces))
                 segments.append(re.compile(pattern, re.DOTALL))
             names.append(tuple(found))
-        return cls(tool.operation.method.upper(), template, tool, tuple(kinds), tuple(segments), tuple(names))
+        hints = tuple(parse_qsl(fragment))
+        method = tool.operation.method.upper()
+        return cls(method, template, tool, tuple(kinds), tuple(segments), tuple(names), hints)
 
     def match(self, segments: list[str]) -> dict[str, str] | None:
         """The path parameters, if these decoded segments fit the template."""
@@ -206,7 +214,9 @@ class Router:
         self.base = base_path.rstrip("/").split("/")  # "" → [""], "/v1" → ["", "v1"]
         self.routes = tuple(Route.compile(tool) for tool in catalog.tools if tool.operation is not None)
 
-    def route(self, method: str, raw_path: str, query: list[tuple[str, str]]) -> RouteMatch:
+    def route(self, method: str, raw_path: str, query: list[tuple[str, str]], media: str | None = None) -> RouteMatch:
+        """The operation a request reaches; `media`: its Content-Type's media type (None without one), which picks
+        among operations on the same path and method that take different bodies."""
         # Split before decoding: a %2F inside a value stays part of its segment.
         segments = [unquote(segment) for segment in raw_path.split("/")]
         shown = f"{method} {unquote(raw_path)}"
@@ -226,7 +236,11 @@ class Router:
         def specificity(candidate: tuple[Route, dict[str, str]]) -> tuple[Any, ...]:
             fixed = candidate[0].tool.fixed
             carried = sum((name, value) in pairs for name, value in fixed.items())
-            return (carried < len(fixed), candidate[0].kinds, -carried)
+            operation = candidate[0].tool.operation
+            assert operation is not None
+            other_body = media is not None and operation.body is not None and not media_fits(media, operation.body_type)
+            hinted = sum(pair in pairs for pair in candidate[0].hints)
+            return (carried < len(fixed), candidate[0].kinds, other_body, -hinted, -carried)
 
         route, values = min(allowed, key=specificity)  # min is stable: the catalog's order breaks ties
         if any((name, value) not in pairs for name, value in route.tool.fixed.items()):
@@ -486,7 +500,8 @@ class RestUpstream(ServedUpstream):
         query = parse_qsl(query_string, keep_blank_values=True)
         with self._lock:
             faults = dataclasses.replace(self.faults)  # one consistent view for this request
-        routed = self.router.route(request.method, raw_path, query)
+        media = (request.header("Content-Type") or "").split(";", 1)[0].strip().lower() or None
+        routed = self.router.route(request.method, raw_path, query, media)
         # Recorded on arrival, so a client that gave up (a delay fault) finds its request there; the status follows.
         record = self._record(request, raw_path, query_string, query, routed)
         reply = self._answer(request, routed, query, faults)
@@ -671,6 +686,13 @@ def _invalid(tool: CatalogTool, request: Incoming, query: list[tuple[str, str]])
     return error_reply(400, f"Missing required {said}", missing=missing)
 
 
+def media_fits(media: str, body_type: str) -> bool:
+    """Whether a body of media type `media` (lower case, no parameters) is what an operation taking `body_type`
+    reads: the same type, or within its range (`text/*`, `*/*`)."""
+    expected = body_type.lower()
+    return media == expected or expected == "*/*" or (expected.endswith("/*") and media.startswith(expected[:-1]))
+
+
 def _body_problem(
     mode: str, body_type: str, request: Incoming, body_params: list[Param], missing: list[dict[str, str]]
 ) -> Reply | None:
@@ -684,9 +706,7 @@ def _body_problem(
             missing.append({"name": "body", "in": "body"})
         return None
     media = (request.header("Content-Type") or "").split(";", 1)[0].strip().lower()
-    expected = body_type.lower()
-    in_range = expected == "*/*" or (expected.endswith("/*") and media.startswith(expected[:-1]))  # `text/*`
-    if media != expected and not in_range:
+    if not media_fits(media, body_type):
         return error_reply(415, f"Unsupported Content-Type '{media or 'none'}': expected {body_type}")
     if body_type == JSON_TYPE:
         try:
