@@ -144,7 +144,17 @@ def test_tool_get_and_search_schemas_give_the_compact_view_and_code_mode_keeps_j
     searched = _call(code, "TOOL_SEARCH", {"query": "apple stock price", "schemas": True})["results"][0]
     assert "arguments" not in searched and "async def GLOBAL_QUOTE" in searched["stub"]
     assert surface.variant("hybrid", None).meta.view == "compact"
+    # Its tools/list says so: TOOL_GET's description and TOOL_SEARCH's `schemas` name the argument lines.
+    definitions = {d["name"]: d for d in surface.meta.definitions}
+    assert definitions["TOOL_GET"]["description"] == "Arguments of up to 10 tools, by name, one line each."
+    assert definitions["TOOL_SEARCH"]["inputSchema"]["properties"]["schemas"]["description"].endswith("arguments")
     json_view = Surface.from_settings(Settings.from_env({}), catalog=catalog)
+    assert (
+        "inputSchema"
+        in {d["name"]: d for d in json_view.meta.definitions}["TOOL_SEARCH"]["inputSchema"]["properties"]["schemas"][
+            "description"
+        ]
+    )
     assert "inputSchema" in _call(json_view, "TOOL_GET", {"tool_name": "GLOBAL_QUOTE"})["tools"][0]
 
 

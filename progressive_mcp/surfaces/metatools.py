@@ -346,6 +346,12 @@ class MetaTools:
         self.definitions = [
             dict(d, annotations={"readOnlyHint": True}) for d in meta_tool_definitions(catalog, self.tools)
         ]
+        if self.view == "compact":  # say what the answers hold: argument lines, not JSON schemas
+            by_name = {d["name"]: d for d in self.definitions}
+            by_name[TOOL_GET]["description"] = f"Arguments of up to {MAX_GET} tools, by name, one line each."
+            flag = by_name[TOOL_SEARCH]["inputSchema"]["properties"]["schemas"]
+            flag["description"] = f"Best 1-{SEARCH_SCHEMA_HITS} results get their arguments"
+
         # TOOL_EXECUTE runs tools that may write: only the discovery tools are read-only.
         self.code_definitions = [
             dict(d, annotations={"readOnlyHint": True}) if d["name"] != "TOOL_EXECUTE" else d
