@@ -39,6 +39,7 @@ from progressive_mcp.tokens import ENCODINGS, count_tokens, dumps
 # The project's token budgets, in cl100k tokens; keys name the report's figures (see `budget_figures`).
 BUDGETS = {
     "progressive_tools_list": 450,
+    "progressive_tools_list_compact": 450,  # the same, with `--schema-view compact`'s descriptions
     "code_tools_list": 600,
     "tool_list_default": 2000,
     "tool_get_average": 300,
@@ -190,6 +191,7 @@ def build_report(
         "catalog": {"tools": len(catalog), "categories": len(catalog.categories), "version": catalog.version},
         "tools_list": {
             "progressive": _figure(count(tools_list_text(progressive)), "progressive_tools_list"),
+            "progressive_compact": _figure(count(tools_list_text(compact)), "progressive_tools_list_compact"),
             "direct": _figure(count(tools_list_text(direct)), "direct_tools_list"),
             "hybrid": _figure(count(tools_list_text(hybrid))),
             "code": _figure(count(tools_list_text(code)), "code_tools_list"),
@@ -563,6 +565,7 @@ def _multi_step_section(
 def _budget_checks(report: dict[str, Any]) -> list[dict[str, Any]]:
     figures = {
         "progressive_tools_list": report["tools_list"]["progressive"],
+        "progressive_tools_list_compact": report["tools_list"]["progressive_compact"],
         "code_tools_list": report["tools_list"]["code"],
         "tool_list_default": report["tool_list"]["catalog"]["names"],
         "tool_get_average": report["tool_get"]["mean"],
@@ -640,6 +643,7 @@ def render(report: dict[str, Any]) -> str:
     )
     rows = [
         row("progressive tools/list (4 meta-tools)", tools_list["progressive"]),
+        row("progressive tools/list, compact schema view", tools_list["progressive_compact"]),
         row("direct tools/list (whole catalog)", tools_list["direct"]),
         row("hybrid tools/list", tools_list["hybrid"]),
         row("code tools/list (TOOL_LIST, TOOL_SEARCH, TOOL_GET, TOOL_EXECUTE)", tools_list["code"]),

@@ -124,6 +124,7 @@ def test_design_md_budgets_hold_in_cl100k(report: dict[str, Any]) -> None:
     assert all(check["ok"] for check in checks.values()), checks
     assert report["tools_list"]["code"]["tokens"]["cl100k"] <= 600
     assert report["tools_list"]["progressive"]["tokens"]["cl100k"] <= 450
+    assert report["tools_list"]["progressive_compact"]["tokens"]["cl100k"] <= 450
     assert report["tool_list"]["catalog"]["names"]["tokens"]["cl100k"] <= 2000
     assert report["tool_get"]["mean"]["tokens"]["cl100k"] <= 300
     assert report["tools_list"]["direct"]["tokens"]["cl100k"] <= 30000
