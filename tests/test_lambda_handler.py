@@ -634,3 +634,16 @@ def test_a_sandbox_that_cannot_start_is_a_tool_error_not_a_500(upstream: SampleU
     assert result["statusCode"] == 200
     answer = body_json(result)["result"]
     assert answer["isError"] is True and "sandbox is not available" in answer["content"][0]["text"]
+
+
+def test_the_compact_schema_view_through_the_handler_and_its_url_variants(upstream: SampleUpstream) -> None:
+    """PMCP_SCHEMA_VIEW=compact on the Lambda: TOOL_GET gives argument lines, on the default URL and on one that
+    picks another mode (`?mode=hybrid`)."""
+    endpoint = Endpoint.from_settings(Settings.from_env({"PMCP_SCHEMA_VIEW": "compact"}, upstream_url=upstream.url))
+    handle = make_handler(endpoint)
+    get = rpc("tools/call", {"name": "TOOL_GET", "arguments": {"tool_name": "GLOBAL_QUOTE"}})
+    for query in ("", "mode=hybrid"):
+        result = handle(api_event(get, query=query), ctx())
+        assert result["statusCode"] == 200, result
+        (entry,) = body_json(result)["result"]["structuredContent"]["tools"]
+        assert "inputSchema" not in entry and entry["arguments"].startswith("symbol: string")
