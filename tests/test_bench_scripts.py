@@ -264,3 +264,14 @@ def test_the_model_experiment_ranks_with_the_file_it_is_given(tmp_path: Path) ->
     assert figures(other) != figures(engine)
     usage = run_bench("_exp_model.py", str(tmp_path / "absent.onnx"), timeout=60)
     assert usage.returncode != 0 and "usage" in usage.stderr
+
+
+def test_the_fastmcp_comparison_counts_our_views_and_reports_a_fastmcp_that_cannot_run() -> None:
+    """bench/fastmcp_schema_view.py: our two TOOL_GET views of a small document, and, given an interpreter without
+    fastmcp (this one), the first line of its error instead of FastMCP's figures."""
+    bench = load_bench("fastmcp_schema_view")
+    spec = Path(__file__).parent / "fixtures" / "openapi" / "pagerduty" / "openapi.yaml"
+    mine = bench.ours(spec)
+    assert mine["tools"] > 0 and set(mine) == {"json", "compact", "tools"}
+    assert 0 < mine["compact"]["mean"] < mine["json"]["mean"]
+    assert "ModuleNotFoundError" in bench.theirs(spec, sys.executable)["error"]
