@@ -1004,6 +1004,23 @@ def test_categories_filter_reaches_the_meta_tools(endpoint: Endpoint) -> None:
     assert "GLOBAL_QUOTE" not in text
 
 
+def test_schema_view_per_url_and_a_wrong_one_is_refused(endpoint: Endpoint) -> None:
+    """`?schema_view=compact`: TOOL_GET's argument lines for this URL only, with any mode, on the same search
+    index; the default URL keeps JSON Schema; an unknown view is HTTP 400 naming the two."""
+    get = rpc("tools/call", tool_call("TOOL_GET", {"tool_name": "GLOBAL_QUOTE"}))
+    for query in ("schema_view=compact", "mode=hybrid&schema_view=COMPACT"):
+        (entry,) = result_of(post(endpoint, get, query=query))["structuredContent"]["tools"]
+        assert entry["arguments"].startswith("symbol: string") and "inputSchema" not in entry
+    (plain,) = result_of(post(endpoint, get))["structuredContent"]["tools"]
+    assert plain["inputSchema"]["required"] == ["symbol"]
+    (again,) = result_of(post(endpoint, get, query="schema_view=json"))["structuredContent"]["tools"]
+    assert again == plain
+    compact = endpoint._surface_for({"schema_view": "compact"}, 1)
+    assert compact.meta is not endpoint.surface.meta and compact.meta.index is endpoint.surface.meta.index
+    error = error_of(post(endpoint, get, query="schema_view=yaml"), 400, INVALID_REQUEST)
+    assert error["message"] == "Unknown ?schema_view='yaml'; use one of json, compact"
+
+
 def test_modern_tools_list_honours_the_url_surface(endpoint: Endpoint) -> None:
     result = result_of(call_modern(endpoint, "tools/list", query="mode=direct&categories=forex"))
     expected = [t.name for t in endpoint.surface.catalog.in_categories(frozenset({"forex"}))]

@@ -46,6 +46,7 @@ from progressive_mcp.calls.upstream import UpstreamTransport
 from progressive_mcp.errors import ConfigError, UnknownTool
 from progressive_mcp.policies import Caller, MemoryRateLimiter, Policy, PolicySet, RateLimiter, narrow_catalog
 from progressive_mcp.redaction import key_problem, redact
+from progressive_mcp.schema_compact import SCHEMA_VIEWS
 from progressive_mcp.search.hints import asked as hints_asked
 from progressive_mcp.settings import MODES, Settings, split_list
 from progressive_mcp.surfaces.auto import AUTO, AUTO_FALLBACKS, AUTO_META, AutoFallback
@@ -953,8 +954,8 @@ class Endpoint:
 
     def _surface_for(self, query: Mapping[str, str], request_id: Any, policy: Policy | None = None) -> Surface:
         """The surface of this request, whose tools are the tools it may see: the caller's policy narrows the
-        catalog (see `_policy_surface`), then `?mode=` and `?categories=` choose a variant of it (each built once,
-        then cached per policy and variant). `?categories=` can only narrow."""
+        catalog (see `_policy_surface`), then `?mode=`, `?categories=`, `?fallback=` and `?schema_view=` choose a
+        variant of it (each built once, then cached per policy and variant). `?categories=` can only narrow."""
         base = self._policy_surface(policy)
         # The policy's own key beside its tools: two policies with the same tools may still name different withheld
         # tools or unavailable servers of a gateway (`Surface.withheld_entries`).
@@ -962,8 +963,17 @@ class Endpoint:
         mode_arg = query.get("mode")
         categories_arg = query.get("categories")
         fallback_arg = query.get("fallback")
-        if mode_arg is None and categories_arg is None and fallback_arg is None:
+        view_arg = query.get("schema_view")
+        if mode_arg is None and categories_arg is None and fallback_arg is None and view_arg is None:
             return base
+        view = (view_arg or base.meta.view).strip().lower()
+        if view not in SCHEMA_VIEWS:
+            raise _Reject(
+                400,
+                INVALID_REQUEST,
+                f"Unknown ?schema_view={(view_arg or '')[:30]!r}; use one of {', '.join(SCHEMA_VIEWS)}",
+                request_id=request_id,
+            )
         mode = (mode_arg or base.requested_mode).strip().lower()
         if mode not in MODES:
             raise _Reject(
@@ -989,13 +999,13 @@ class Endpoint:
                     f"{', '.join(offered)}",
                     request_id=request_id,
                 )
-        variant_key = (policy_key, mode, categories, fallback)
+        variant_key = (policy_key, mode, categories, fallback, view)
         with self._lock:
             found = self._surfaces.get(variant_key)
             if found is not None:
                 self._surfaces.move_to_end(variant_key)
                 return found
-        built = base.variant(mode, categories, auto_fallback=fallback)  # type: ignore[arg-type]
+        built = base.variant(mode, categories, auto_fallback=fallback, schema_view=view)  # type: ignore[arg-type]
         return self._keep_surface(variant_key, built)
 
     def _policy_surface(self, policy: Policy | None) -> Surface:
@@ -1075,7 +1085,7 @@ def _variant_key(surface: Surface, policy_key: tuple[Any, ...] | None = None) ->
     """A surface's key among the endpoint's variants: the policy's key (None: unrestricted) and what the URL asked
     for (`auto`, not what it picked)."""
     fallback = surface.auto_fallback if surface.requested_mode == AUTO else None
-    return (policy_key, surface.requested_mode, surface.categories, fallback)
+    return (policy_key, surface.requested_mode, surface.categories, fallback, surface.meta.view)
 
 
 def _header_text(value: str | None) -> str | None:

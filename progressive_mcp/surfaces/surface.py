@@ -165,7 +165,7 @@ class Surface:
         self._shaped = shaped if shaped is not None else MemoryCache(1024, max_bytes=32 * 1024 * 1024, clock=clock)
         # Surfaces that differ only in mode share one MetaTools; a narrower one shares its search index (which
         # takes ~20 ms to build), filtered at query time: a new ?mode=/?categories= pair builds no index.
-        shared = meta is not None and meta.categories == categories
+        shared = meta is not None and meta.categories == categories and schema_view in (None, meta.view)
         self.meta = (
             meta
             if meta is not None and shared
@@ -287,15 +287,21 @@ class Surface:
         return CallContext(api_key=api_key, entitlement=LOCAL)
 
     def variant(
-        self, mode: Mode, categories: frozenset[str] | None, *, auto_fallback: AutoFallback | None = None
+        self,
+        mode: Mode,
+        categories: frozenset[str] | None,
+        *,
+        auto_fallback: AutoFallback | None = None,
+        schema_view: str | None = None,
     ) -> Surface:
         """The same catalog and upstream with another mode or category filter (for per-URL choices); `auto_fallback`
-        replaces this surface's for mode `auto`."""
+        replaces this surface's for mode `auto`, `schema_view` its TOOL_GET view (its search index is shared)."""
         return Surface(
             self.catalog,
             mode=mode,
             categories=categories,
             meta=self.meta,
+            schema_view=schema_view,
             direct_definitions=self._direct_definitions,
             auto_fallback=auto_fallback or self.auto_fallback,
             policy=self.policy,
