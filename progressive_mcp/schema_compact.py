@@ -34,6 +34,7 @@ SCHEMA_VIEW_ENV = "PMCP_SCHEMA_VIEW"
 SCHEMA_VIEWS = ("json", "compact")
 DESCRIPTION_CHARS = 400  # the tool's description: its first sentences up to this many characters
 NO_ARGUMENTS = "(no arguments)"
+MAX_NESTING = 32  # types within types written (arrays, unions, objects) before the rest is `…`
 # An entry's top-level keys kept as they are; the input schema becomes `arguments`.
 _KEPT = ("name", "title", "description", "category", "content_hash", "annotations")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
@@ -131,6 +132,7 @@ class _Writer:
                 self._defs.update({f"#/{key}/{name}": value for name, value in found.items()})
         self._style = style
         self._open: list[str] = []  # the $refs being written, outermost first
+        self._nesting = 0  # `type_of` calls under way
 
     def line(self, name: str, schema: Any, required: bool) -> str:
         text = f"{name}{'' if required else '?'}: {self.type_of(schema, 0)}"
@@ -145,6 +147,16 @@ class _Writer:
         return text
 
     def type_of(self, schema: Any, depth: int) -> str:
+        # Arrays of arrays, unions of unions: no schema a person wrote goes this deep, but a gateway server's may.
+        if self._nesting >= MAX_NESTING:
+            return "…"
+        self._nesting += 1
+        try:
+            return self._type_of(schema, depth)
+        finally:
+            self._nesting -= 1
+
+    def _type_of(self, schema: Any, depth: int) -> str:
         if schema is True or not isinstance(schema, Mapping):
             return "never" if schema is False else "any"
         ref = schema.get("$ref")

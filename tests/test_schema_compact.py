@@ -62,6 +62,14 @@ def test_each_argument_is_one_line_with_its_type_requiredness_default_and_descri
     ]
 
 
+def test_a_schema_nested_past_reason_is_cut_not_a_crash() -> None:
+    deep: dict[str, Any] = {"type": "string"}
+    for i in range(3000):
+        deep = {"anyOf": [deep, {"type": "null"}]} if i % 2 else {"type": "array", "items": deep}
+    line = arguments({"type": "object", "properties": {"x": deep}})
+    assert line.startswith("x?: ") and "…" in line
+
+
 def test_no_arguments_and_a_schema_without_properties() -> None:
     assert arguments({"type": "object"}) == "(no arguments)"
     assert arguments({"type": "object", "properties": {}}) == "(no arguments)"
