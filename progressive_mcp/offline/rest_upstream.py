@@ -123,6 +123,10 @@ class Incoming:
     def header(self, name: str) -> str | None:
         return next((value for key, value in self.headers if key.lower() == name.lower()), None)
 
+    def media_type(self) -> str:
+        """The Content-Type's media type, lower case, without its parameters ("" when there is none)."""
+        return (self.header("Content-Type") or "").split(";", 1)[0].strip().lower()
+
     def cookies(self) -> dict[str, str]:
         found: dict[str, str] = {}
         for key, value in self.headers:
@@ -500,8 +504,7 @@ class RestUpstream(ServedUpstream):
         query = parse_qsl(query_string, keep_blank_values=True)
         with self._lock:
             faults = dataclasses.replace(self.faults)  # one consistent view for this request
-        media = (request.header("Content-Type") or "").split(";", 1)[0].strip().lower() or None
-        routed = self.router.route(request.method, raw_path, query, media)
+        routed = self.router.route(request.method, raw_path, query, request.media_type() or None)
         # Recorded on arrival, so a client that gave up (a delay fault) finds its request there; the status follows.
         record = self._record(request, raw_path, query_string, query, routed)
         reply = self._answer(request, routed, query, faults)
@@ -705,7 +708,7 @@ def _body_problem(
         elif required:
             missing.append({"name": "body", "in": "body"})
         return None
-    media = (request.header("Content-Type") or "").split(";", 1)[0].strip().lower()
+    media = request.media_type()
     if not media_fits(media, body_type):
         return error_reply(415, f"Unsupported Content-Type '{media or 'none'}': expected {body_type}")
     if body_type == JSON_TYPE:

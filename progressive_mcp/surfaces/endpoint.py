@@ -966,22 +966,8 @@ class Endpoint:
         view_arg = query.get("schema_view")
         if mode_arg is None and categories_arg is None and fallback_arg is None and view_arg is None:
             return base
-        view = (view_arg or base.meta.view).strip().lower()
-        if view not in SCHEMA_VIEWS:
-            raise _Reject(
-                400,
-                INVALID_REQUEST,
-                f"Unknown ?schema_view={(view_arg or '')[:30]!r}; use one of {', '.join(SCHEMA_VIEWS)}",
-                request_id=request_id,
-            )
-        mode = (mode_arg or base.requested_mode).strip().lower()
-        if mode not in MODES:
-            raise _Reject(
-                400,
-                INVALID_REQUEST,
-                f"Unknown ?mode={mode_arg[:30] if mode_arg else ''!r}; use one of {', '.join(MODES)}",
-                request_id=request_id,
-            )
+        view = _choice("schema_view", view_arg, base.meta.view, SCHEMA_VIEWS, request_id)
+        mode = _choice("mode", mode_arg, base.requested_mode, MODES, request_id)
         fallback = self._auto_fallback(mode, fallback_arg, request_id)
         if categories_arg is None:
             categories = base.categories
@@ -1051,15 +1037,7 @@ class Endpoint:
                     request_id=request_id,
                 )
             return None
-        fallback = (fallback_arg or self.surface.auto_fallback).strip().lower()
-        if fallback not in AUTO_FALLBACKS:
-            raise _Reject(
-                400,
-                INVALID_REQUEST,
-                f"Unknown ?fallback={(fallback_arg or '')[:30]!r}; use one of {', '.join(AUTO_FALLBACKS)}",
-                request_id=request_id,
-            )
-        return fallback  # type: ignore[return-value]
+        return _choice("fallback", fallback_arg, self.surface.auto_fallback, AUTO_FALLBACKS, request_id)  # type: ignore[return-value]
 
     def _unsupported(self, requested: str, request_id: Any) -> _Reject:
         return _Reject(
@@ -1079,6 +1057,20 @@ class Endpoint:
         if cors and "WWW-Authenticate" in rej.headers:
             headers["Access-Control-Expose-Headers"] = CORS_EXPOSE_HEADERS
         return HttpResponse(rej.status, headers, body, exchange)
+
+
+def _choice(name: str, given: str | None, default: str, choices: Sequence[str], request_id: Any) -> str:
+    """A URL parameter that names one of `choices` (`?mode=`, `?fallback=`, `?schema_view=`), case-insensitively;
+    `default` when it is not given; HTTP 400 naming the choices for any other value."""
+    chosen = (given or default).strip().lower()
+    if chosen not in choices:
+        raise _Reject(
+            400,
+            INVALID_REQUEST,
+            f"Unknown ?{name}={(given or '')[:30]!r}; use one of {', '.join(choices)}",
+            request_id=request_id,
+        )
+    return chosen
 
 
 def _variant_key(surface: Surface, policy_key: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
