@@ -275,3 +275,63 @@ def test_the_fastmcp_comparison_counts_our_views_and_reports_a_fastmcp_that_cann
     assert mine["tools"] > 0 and set(mine) == {"json", "compact", "tools"}
     assert 0 < mine["compact"]["mean"] < mine["json"]["mean"]
     assert "ModuleNotFoundError" in bench.theirs(spec, sys.executable)["error"]
+
+
+def test_agent_pick_dumps_unlabelled_items_and_scores_the_picks_written_for_them(tmp_path: Path) -> None:
+    """bench/agent_pick.py: `dump` writes each query with its real TOOL_SEARCH answer (or the catalog's tool list)
+    under ids that name no eval query and no label; `score` maps the picks back through the key and counts them."""
+    bench = load_bench("agent_pick")
+    lines = [
+        {"id": "q1", "query": "who is lizzzy friends with on last.fm", "relevant": {"user.getFriends": 2}},
+        {"id": "q2", "query": "total scrobble count on my profile", "relevant": {"user.getInfo": 2}},
+        {"id": "q3", "query": "tracks like Blinding Lights", "relevant": {"track.getSimilar": 2, "track.search": 1}},
+        {"id": "q4", "query": "play Blinding Lights by The Weeknd", "relevant": {}, "kind": "negative"},
+    ]
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("".join(json.dumps({"kind": "paraphrase", "split": "dev", **q}) + "\n" for q in lines))
+    manifest = tmp_path / "catalogs.yaml"
+    spec = REPO / "tests" / "fixtures" / "lastfm" / "lastfm.yaml"
+    manifest.write_text(f"catalogs:\n  - name: lastfm\n    queries: q.jsonl\n    spec: {spec}\n    role: tuning\n")
+    out = tmp_path / "answer"
+    assert bench.dump(out, {"tuning"}, "answer", manifest) == ["lastfm"]
+    assert bench.dump(tmp_path / "none", {"held-out"}, "answer", manifest) == []
+    items = [json.loads(line) for line in (out / "lastfm_items.jsonl").read_text().splitlines()]
+    key = json.loads((out / "lastfm_key.json").read_text())
+    assert sorted(key["ids"].values()) == ["q1", "q2", "q3", "q4"] and set(key["ids"]) == {i["id"] for i in items}
+    text = (out / "lastfm_items.jsonl").read_text()
+    assert "relevant" not in text and not re.search(r'"q[1-4]"', text)
+    by_query = {key["ids"][i["id"]]: i for i in items}
+    assert json.loads(by_query["q1"]["answer"])["query"] == lines[0]["query"]  # the surface's own answer
+    assert "TOOL_SEARCH" in (out / "PROMPT.md").read_text()
+    picks = [  # right first; right but second; a wrong "none"; the off-topic one rightly "none"
+        {"id": by_query["q1"]["id"], "none": False, "pick": ["user.getFriends"]},
+        {"id": by_query["q2"]["id"], "none": False, "pick": ["user.getRecentTracks", "user.getInfo"]},
+        {"id": by_query["q3"]["id"], "none": True, "pick": []},
+        {"id": by_query["q4"]["id"], "none": True, "pick": []},
+    ]
+    (out / "lastfm_picks_a.jsonl").write_text("".join(json.dumps(p) + "\n" for p in picks[:2]))
+    (out / "lastfm_picks_b.jsonl").write_text("".join(json.dumps(p) + "\n" for p in picks[2:]))
+    [row] = bench.score(out, manifest)["rows"]
+    assert (row["positives"], row["negatives"], row["missing"]) == (3, 1, 0)
+    assert (row["picked_right"], row["right_among_picks"]) == (round(1 / 3, 3), round(2 / 3, 3))
+    assert (row["none_on_off_topic"], row["none_on_answerable"]) == (1.0, round(1 / 3, 3))
+    assert row["shown"] is not None
+    catalog_view = tmp_path / "catalog"
+    bench.dump(catalog_view, {"tuning"}, "catalog", manifest)
+    tools = (catalog_view / "lastfm_tools.txt").read_text().splitlines()
+    assert len(tools) == len(load_catalog(spec)) and any(t.startswith("user.getFriends — ") for t in tools)
+    assert "answer" not in (catalog_view / "lastfm_items.jsonl").read_text()
+    done = run_bench("agent_pick.py", "score", str(out), "--manifest", str(manifest), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "lastfm" in done.stdout and not any(q["query"] in done.stdout for q in lines)
+
+
+def test_the_kept_agent_picks_score_to_the_figures_the_docs_quote() -> None:
+    """eval/agent_picks holds the picks and keys of the measurement docs/search.md reports (the readers' inputs are
+    made again by `dump` at the commit its README names); scoring them again gives the same figures."""
+    bench = load_bench("agent_pick")
+    kept = REPO / "eval" / "agent_picks"
+    answer = bench.score(kept / "answer-2026-11-29", bench.MANIFEST)["pooled"]
+    catalog = bench.score(kept / "catalog-2026-11-29", bench.MANIFEST)["pooled"]
+    assert answer["tuning"]["picked_right"] == 0.958 and answer["tuning"]["none_on_off_topic"] == 1.0
+    assert catalog["tuning"]["picked_right"] == 0.995
