@@ -27,6 +27,7 @@ from factories import make_tool
 from infra.bundling import LOCAL_ONLY_FILES
 from progressive_mcp.catalog import Api, Auth, Catalog, CatalogTool, Operation, Param
 from progressive_mcp.cli import build_parser
+from progressive_mcp.offline import serving
 from progressive_mcp.offline.rest_upstream import (
     REQUESTS_PATH,
     Incoming,
@@ -888,3 +889,15 @@ def test_respond_works_without_the_http_layer(upstream: RestUpstream) -> None:
     reply = upstream.respond(Incoming("GET", "/v1/pets/mine", tuple(BEARER.items())))
     assert reply.status == 200 and json.loads(reply.body)
     assert upstream.requests[-1].tool == "getMyPets"
+
+
+def test_the_record_keeps_the_newest_requests_up_to_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-running upstream must not grow without bound (`serve --sample-upstream` under load kept every
+    request): the record holds the newest `serving.RECORD_LIMIT`, oldest first, and /__requests says so."""
+    monkeypatch.setattr(serving, "RECORD_LIMIT", 3)
+    with serve_rest_upstream(PETS) as upstream:
+        for pet in ("a", "b", "c", "d", "e"):
+            assert raw_get(upstream, f"/v1/pets/{pet}", BEARER)[0] == 200
+        assert [r.path_params["petId"] for r in upstream.requests] == ["c", "d", "e"]
+        status, body = raw_get(upstream, "/__requests")
+        assert status == 200 and json.loads(body)["count"] == 3

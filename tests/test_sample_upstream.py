@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from progressive_mcp.offline import serving
 from progressive_mcp.offline.sample_upstream import (
     ANCHOR,
     APIKEY_ERROR,
@@ -641,3 +642,18 @@ def test_a_client_that_hangs_up_early_leaves_no_traceback(capfd: pytest.CaptureF
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         time.sleep(0.6)  # the server wakes from the delay and writes to a reset socket
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_the_request_log_keeps_the_newest_requests_up_to_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`serve --sample-upstream` runs this server in its own process: its log of every request made the server's
+    memory grow under load for as long as it ran. It now keeps the newest `serving.RECORD_LIMIT`, masked and not."""
+    monkeypatch.setattr(serving, "RECORD_LIMIT", 2)
+    server = SampleUpstream().start()
+    try:
+        for symbol in ("IBM", "AAPL", "MSFT"):
+            call(server, function="GLOBAL_QUOTE", symbol=symbol, apikey="secret-key")
+        assert [r["symbol"] for r in server.requests_snapshot()] == ["AAPL", "MSFT"]
+        assert [r["apikey"] for r in server.requests_snapshot(unmasked=True)] == ["secret-key", "secret-key"]
+        assert control(server, "/_sample/requests")[1]["count"] == 2
+    finally:
+        server.stop()

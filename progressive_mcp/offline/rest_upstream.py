@@ -50,6 +50,7 @@ import math
 import re
 import sys
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -58,7 +59,7 @@ from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
 from progressive_mcp.catalog import Auth, Catalog, CatalogTool, Param
 from progressive_mcp.offline.body_encoding import form_members, multipart_members
 from progressive_mcp.offline.schema_samples import dumps, sample_value
-from progressive_mcp.offline.serving import LoopbackServer, ServedUpstream, TrackedHandler
+from progressive_mcp.offline.serving import LoopbackServer, ServedUpstream, TrackedHandler, record
 from progressive_mcp.redaction import MASK, MIN_KEY_CHARS, redact
 
 REQUESTS_PATH = "/__requests"
@@ -457,7 +458,7 @@ class RestUpstream(ServedUpstream):
         self.base_path = (urlsplit(catalog.api.base_url).path if base_path is None else base_path).rstrip("/")
         self.router = Router(catalog, self.base_path)
         self._answers: dict[str, bytes] = {}
-        self._records: list[RecordedRequest] = []
+        self._records: deque[RecordedRequest] = record()  # the newest RECORD_LIMIT
         super().__init__(host, port, _Handler, "rest-upstream")
         self.url = f"http://{host}:{self.port}{self.base_path}"
 
@@ -465,7 +466,8 @@ class RestUpstream(ServedUpstream):
 
     @property
     def requests(self) -> list[RecordedRequest]:
-        """Every request so far (control paths aside), oldest first: a copy, the key masked."""
+        """The requests so far (control paths aside; the newest `serving.RECORD_LIMIT`), oldest first: a copy, the
+        key masked."""
         with self._lock:
             return list(self._records)
 

@@ -85,6 +85,7 @@ import statistics
 import sys
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -92,7 +93,7 @@ from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from progressive_mcp.offline import sample_data
-from progressive_mcp.offline.serving import LoopbackServer, ServedUpstream, TrackedHandler
+from progressive_mcp.offline.serving import LoopbackServer, ServedUpstream, TrackedHandler, record
 
 SAMPLE_LABEL = "Sample data (synthetic, offline)"
 DESCRIPTION = "Serve deterministic SYNTHETIC Alpha Vantage-shaped data on a local port (no network)."
@@ -4039,15 +4040,18 @@ class SampleUpstream(ServedUpstream):
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, faults: Faults | None = None) -> None:
         self.faults: Faults = faults if faults is not None else Faults()
-        self.requests: list[dict[str, str]] = []  # the log shown to people: the key masked
-        self._unmasked: list[dict[str, str]] = []  # the same with the key, for tests that check which key came
+        # The newest `serving.RECORD_LIMIT` requests: the log shown to people, the key masked; and the same with the
+        # key, for tests that check which key came.
+        self.requests: deque[dict[str, str]] = record()
+        self._unmasked: deque[dict[str, str]] = record()
         super().__init__(host, port, _RequestHandler, "sample-upstream")
         self.url = f"http://{host}:{self.port}/query"
 
     # -- state -----------------------------------------------------------------------------------
 
     def requests_snapshot(self, *, unmasked: bool = False) -> list[dict[str, str]]:
-        """The query parameters of each request so far; `unmasked=True` keeps the apikey (tests only)."""
+        """The query parameters of each request so far (the newest `serving.RECORD_LIMIT`); `unmasked=True` keeps
+        the apikey (tests only)."""
         with self._lock:
             return [dict(r) for r in (self._unmasked if unmasked else self.requests)]
 

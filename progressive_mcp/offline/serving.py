@@ -12,9 +12,13 @@ import contextlib
 import socket
 import sys
 import threading
+from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
+# How many requests an upstream's record keeps: the newest, so a long-running `serve --sample-upstream` or
+# `sample-upstream` stays bounded (the record is for tests and people reading `/_sample/requests`, `/__requests`).
+RECORD_LIMIT = 10_000
 POLL_INTERVAL_S = 0.02  # a short poll keeps stop() fast: shutdown() waits for the serving loop's next poll
 
 
@@ -46,6 +50,11 @@ class TrackedHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # stay quiet (tests and the demo share a terminal) and never log a request line that may carry a key
+
+
+def record(limit: int | None = None) -> deque[Any]:
+    """An empty request record that keeps the newest `limit` (default `RECORD_LIMIT`, read at each call)."""
+    return deque(maxlen=RECORD_LIMIT if limit is None else limit)
 
 
 class ServedUpstream:
