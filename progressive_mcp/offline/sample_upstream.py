@@ -4042,18 +4042,24 @@ class SampleUpstream(ServedUpstream):
         self.faults: Faults = faults if faults is not None else Faults()
         # The newest `serving.RECORD_LIMIT` requests: the log shown to people, the key masked; and the same with the
         # key, for tests that check which key came.
-        self.requests: deque[dict[str, str]] = record()
+        self._masked: deque[dict[str, str]] = record()
         self._unmasked: deque[dict[str, str]] = record()
         super().__init__(host, port, _RequestHandler, "sample-upstream")
         self.url = f"http://{host}:{self.port}/query"
 
     # -- state -----------------------------------------------------------------------------------
 
+    @property
+    def requests(self) -> list[dict[str, str]]:
+        """The log shown to people (the key masked), oldest first: a copy; `requests_snapshot` copies each entry."""
+        with self._lock:
+            return list(self._masked)
+
     def requests_snapshot(self, *, unmasked: bool = False) -> list[dict[str, str]]:
         """The query parameters of each request so far (the newest `serving.RECORD_LIMIT`); `unmasked=True` keeps
         the apikey (tests only)."""
         with self._lock:
-            return [dict(r) for r in (self._unmasked if unmasked else self.requests)]
+            return [dict(r) for r in (self._unmasked if unmasked else self._masked)]
 
     def wait_for_requests(self, *, within_s: float = 10.0, unmasked: bool = False) -> list[dict[str, str]]:
         """`requests_snapshot` once the log holds a request, or as it is after `within_s` (tests: a caller that
@@ -4084,7 +4090,7 @@ class SampleUpstream(ServedUpstream):
         with self._lock:
             for f in dataclasses.fields(Faults):
                 setattr(self.faults, f.name, f.default)
-            self.requests.clear()
+            self._masked.clear()
             self._unmasked.clear()
 
     def refuse_connections(self) -> None:
@@ -4098,7 +4104,7 @@ class SampleUpstream(ServedUpstream):
     def _handle_query(self, params: dict[str, str]) -> Reply:
         logged = {k: ("***" if k == "apikey" else v) for k, v in params.items()}
         with self._lock:
-            self.requests.append(logged)
+            self._masked.append(logged)
             self._unmasked.append(dict(params))
             faults = dataclasses.replace(self.faults)  # one consistent view for this request
         if faults.delay_s > 0:
