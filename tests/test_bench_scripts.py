@@ -335,3 +335,48 @@ def test_the_kept_agent_picks_score_to_the_figures_the_docs_quote() -> None:
     catalog = bench.score(kept / "catalog-2026-11-29", bench.MANIFEST)["pooled"]
     assert answer["tuning"]["picked_right"] == 0.958 and answer["tuning"]["none_on_off_topic"] == 1.0
     assert catalog["tuning"]["picked_right"] == 0.995
+
+
+def test_the_fastmcp_search_comparison_scores_both_servers_answers_alike(tmp_path: Path) -> None:
+    """bench/fastmcp_search.py: this server's answers are scored from their text, FastMCP's from the tools they
+    list (tokens: those tools' definitions); names are matched by letters and digits; an interpreter without
+    fastmcp (this one) gives the first line of its error, not figures."""
+    bench = load_bench("fastmcp_search")
+    docs = REPO / "tests" / "fixtures" / "openapi"
+    lines = [
+        {"id": "t1", "query": "delete a project", "relevant": {"projects_delete": 2}},
+        {"id": "t2", "query": "list all projects", "relevant": {"projects_list": 2}},
+        {"id": "t3", "query": "book a table for two tonight", "relevant": {}, "kind": "negative"},
+    ]
+    (tmp_path / "q.jsonl").write_text(
+        "".join(json.dumps({"kind": "paraphrase", "split": "dev", **q}) + "\n" for q in lines)
+    )
+    manifest = tmp_path / "catalogs.yaml"
+    manifest.write_text(
+        f"openapi_docs: {docs}\ncatalogs:\n  - name: tasks\n    queries: q.jsonl\n"
+        '    spec: "{openapi_docs}/tasks/openapi.yaml"\n    role: held-out\n'
+    )
+    refused = bench.compare("tasks", sys.executable, manifest)
+    assert refused == {"catalog": "tasks", "fastmcp_error": "ModuleNotFoundError: No module named 'fastmcp'"}
+    catalog = load_catalog(docs / "tasks" / "openapi.yaml")
+    from progressive_mcp.search.evaluation import load_queries
+
+    queries = load_queries(tmp_path / "q.jsonl", catalog)
+    mine = bench.figures(bench.ours_run(docs / "tasks" / "openapi.yaml", [q.query for q in queries]), queries, None)
+    assert mine["R@1"] == 1.0 and mine["shown"] == 1.0 and mine["tokens_p50"] > 0
+    theirs = {  # FastMCP's slugs; the second answer lists the right tool second; the off-topic one gets a tool
+        "answers": [
+            {"listed": ["projects_delete", "projects_get"], "ms": 2.0},
+            {"listed": ["projects_create", "projects_list"], "ms": 4.0},
+            {"listed": ["projects_create"], "ms": 3.0},
+        ],
+        "tools": {
+            name: ['{"name":"' + name + '"}', f"### {name}"]
+            for name in ("projects_delete", "projects_get", "projects_list", "projects_create")
+        },
+    }
+    to_theirs = {"projects_delete": "projects_delete", "projects_list": "projects_list"}
+    got = bench.figures(theirs, queries, to_theirs)
+    assert (got["R@1"], got["R@5"], got["shown"], got["no_match"]) == (0.5, 1.0, 1.0, 0.0)
+    assert got["search_ms_p50"] == 3.0 and got["tokens_p50"] > got["markdown_tokens_p50"] > 0
+    assert bench.letters("projects.get") == bench.letters("projects_get")
