@@ -52,9 +52,9 @@ class TrackedHandler(BaseHTTPRequestHandler):
         pass  # stay quiet (tests and the demo share a terminal) and never log a request line that may carry a key
 
 
-def record(limit: int | None = None) -> deque[Any]:
-    """An empty request record that keeps the newest `limit` (default `RECORD_LIMIT`, read at each call)."""
-    return deque(maxlen=RECORD_LIMIT if limit is None else limit)
+def record() -> deque[Any]:
+    """An empty request record that keeps the newest `RECORD_LIMIT` (read at each call, so a test may lower it)."""
+    return deque(maxlen=RECORD_LIMIT)
 
 
 class ServedUpstream:
